@@ -1,0 +1,528 @@
+#include "io/convert.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace slackswap {
+namespace {
+
+// Indices are int32 inside the core.
+constexpr int64_t kMaxEntities = std::numeric_limits<int32_t>::max() / 2;
+
+std::string OpWhere(const v1::Op& op, int i) {
+  return absl::StrCat("op ", op.id(), " (", op.name().empty() ? "ops[" : "",
+                      op.name().empty() ? absl::StrCat(i, "]") : op.name(),
+                      ")");
+}
+
+absl::StatusOr<OpKind> OpKindFromProto(v1::OpKind k, const std::string& where) {
+  switch (k) {
+    case v1::OP_KIND_UNSPECIFIED:
+    case v1::OP_KIND_MEMORY_BOUND:
+      return OpKind::kMemoryBound;
+    case v1::OP_KIND_MATMUL:
+      return OpKind::kMatmul;
+    case v1::OP_KIND_BATCHED_MATMUL:
+      return OpKind::kBatchedMatmul;
+    case v1::OP_KIND_FLASH_ATTENTION:
+      return OpKind::kFlashAttention;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": cost.kind has unknown value ", k));
+  }
+}
+
+v1::OpKind OpKindToProto(OpKind k) {
+  switch (k) {
+    case OpKind::kMemoryBound:
+      return v1::OP_KIND_MEMORY_BOUND;
+    case OpKind::kMatmul:
+      return v1::OP_KIND_MATMUL;
+    case OpKind::kBatchedMatmul:
+      return v1::OP_KIND_BATCHED_MATMUL;
+    case OpKind::kFlashAttention:
+      return v1::OP_KIND_FLASH_ATTENTION;
+  }
+  return v1::OP_KIND_UNSPECIFIED;
+}
+
+absl::StatusOr<OpCost> CostFromProto(const v1::OpCost& pb,
+                                     const std::string& where) {
+  OpCost c;
+  c.flops = pb.flops();
+  c.bytes_accessed = pb.bytes_accessed();
+  c.kernels = pb.has_kernels() ? pb.kernels() : 1;
+  if (pb.has_duration_ns()) c.duration_ns = pb.duration_ns();
+  SLACKSWAP_ASSIGN_OR_RETURN(c.kind, OpKindFromProto(pb.kind(), where));
+  return c;
+}
+
+void CostToProto(const OpCost& c, v1::OpCost* pb) {
+  pb->set_flops(c.flops);
+  pb->set_bytes_accessed(c.bytes_accessed);
+  pb->set_kernels(c.kernels);
+  if (c.duration_ns.has_value()) pb->set_duration_ns(*c.duration_ns);
+  pb->set_kind(OpKindToProto(c.kind));
+}
+
+absl::StatusOr<TensorKind> TensorKindFromProto(v1::TensorKind k,
+                                               const std::string& where) {
+  switch (k) {
+    case v1::TENSOR_KIND_UNSPECIFIED:
+    case v1::TENSOR_KIND_ACTIVATION:
+      return TensorKind::kActivation;
+    case v1::TENSOR_KIND_PARAMETER:
+      return TensorKind::kParameter;
+    case v1::TENSOR_KIND_GRADIENT:
+      return TensorKind::kGradient;
+    case v1::TENSOR_KIND_OPTIMIZER_STATE:
+      return TensorKind::kOptimizerState;
+    case v1::TENSOR_KIND_INPUT:
+      return TensorKind::kInput;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": kind has unknown value ", k));
+  }
+}
+
+v1::TensorKind TensorKindToProto(TensorKind k) {
+  switch (k) {
+    case TensorKind::kActivation:
+      return v1::TENSOR_KIND_ACTIVATION;
+    case TensorKind::kParameter:
+      return v1::TENSOR_KIND_PARAMETER;
+    case TensorKind::kGradient:
+      return v1::TENSOR_KIND_GRADIENT;
+    case TensorKind::kOptimizerState:
+      return v1::TENSOR_KIND_OPTIMIZER_STATE;
+    case TensorKind::kInput:
+      return v1::TENSOR_KIND_INPUT;
+  }
+  return v1::TENSOR_KIND_UNSPECIFIED;
+}
+
+absl::StatusOr<Phase> PhaseFromProto(v1::Phase p, const std::string& where) {
+  switch (p) {
+    case v1::PHASE_FORWARD:
+      return Phase::kForward;
+    case v1::PHASE_BACKWARD:
+      return Phase::kBackward;
+    case v1::PHASE_OPTIMIZER:
+      return Phase::kOptimizer;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          where,
+          ": phase must be PHASE_FORWARD, PHASE_BACKWARD or "
+          "PHASE_OPTIMIZER, got ",
+          v1::Phase_Name(p).empty() ? std::to_string(p) : v1::Phase_Name(p)));
+  }
+}
+
+v1::Phase PhaseToProto(Phase p) {
+  switch (p) {
+    case Phase::kForward:
+      return v1::PHASE_FORWARD;
+    case Phase::kBackward:
+      return v1::PHASE_BACKWARD;
+    case Phase::kOptimizer:
+      return v1::PHASE_OPTIMIZER;
+  }
+  return v1::PHASE_UNSPECIFIED;
+}
+
+absl::StatusOr<Duplex> DuplexFromProto(v1::Duplex d, const std::string& name) {
+  switch (d) {
+    case v1::DUPLEX_UNSPECIFIED:
+    case v1::DUPLEX_FULL:
+      return Duplex::kFull;
+    case v1::DUPLEX_HALF:
+      return Duplex::kHalf;
+    case v1::DUPLEX_PARTIAL:
+      return Duplex::kPartial;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("hardware ", name, ": duplex has unknown value ", d));
+  }
+}
+
+v1::Duplex DuplexToProto(Duplex d) {
+  switch (d) {
+    case Duplex::kFull:
+      return v1::DUPLEX_FULL;
+    case Duplex::kHalf:
+      return v1::DUPLEX_HALF;
+    case Duplex::kPartial:
+      return v1::DUPLEX_PARTIAL;
+  }
+  return v1::DUPLEX_UNSPECIFIED;
+}
+
+// Resolves wire ids to indices; `where` names the referring field.
+absl::Status ResolveIds(const google::protobuf::RepeatedField<int64_t>& ids,
+                        const absl::flat_hash_map<int64_t, int32_t>& index,
+                        const std::string& where, const char* field,
+                        std::vector<int32_t>* out) {
+  out->reserve(ids.size());
+  for (int64_t id : ids) {
+    auto it = index.find(id);
+    if (it == index.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", field, " tensor ", id, " does not exist"));
+    }
+    out->push_back(it->second);
+  }
+  return absl::OkStatus();
+}
+
+int64_t UsToNs(double us) {
+  return static_cast<int64_t>(std::llround(us * 1e3));
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
+  if (pb.tensors_size() > kMaxEntities || pb.ops_size() > kMaxEntities) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph '", pb.name(), "' is too large: ", pb.tensors_size(),
+        " tensors, ", pb.ops_size(), " ops"));
+  }
+  Graph g;
+  g.name = pb.name();
+  g.description = pb.description();
+  g.tensors.reserve(pb.tensors_size());
+  g.ops.reserve(pb.ops_size());
+
+  absl::flat_hash_map<int64_t, int32_t> tensor_index;
+  tensor_index.reserve(pb.tensors_size());
+  for (int i = 0; i < pb.tensors_size(); ++i) {
+    const v1::Tensor& t = pb.tensors(i);
+    const std::string where =
+        absl::StrCat("tensor ", t.id(), " (", t.name(), ")");
+    auto [it, inserted] = tensor_index.emplace(t.id(), i);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensors[", i, "]: id ", t.id(), " is already used by tensors[",
+          it->second, "] (", pb.tensors(it->second).name(), ")"));
+    }
+    Tensor tensor;
+    tensor.name = t.name();
+    tensor.bytes = t.size_bytes();
+    tensor.dtype = t.dtype();
+    tensor.shape = t.shape();
+    tensor.external_id = t.id();
+    SLACKSWAP_ASSIGN_OR_RETURN(tensor.kind,
+                               TensorKindFromProto(t.kind(), where));
+    if (!v1::RecomputeClass_IsValid(t.recompute_class())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": recompute_class has unknown value ", t.recompute_class()));
+    }
+    tensor.recompute_class = static_cast<RecomputeClass>(t.recompute_class());
+    g.tensors.push_back(std::move(tensor));
+  }
+  // Rebuild inputs refer to tensors, so they resolve once all are known.
+  for (int i = 0; i < pb.tensors_size(); ++i) {
+    const v1::Tensor& t = pb.tensors(i);
+    if (!t.has_rebuild()) continue;
+    const std::string where =
+        absl::StrCat("tensor ", t.id(), " (", t.name(), ") rebuild");
+    Rebuild r;
+    SLACKSWAP_RETURN_IF_ERROR(ResolveIds(t.rebuild().input_ids(), tensor_index,
+                                         where, "input", &r.inputs));
+    SLACKSWAP_ASSIGN_OR_RETURN(r.cost,
+                               CostFromProto(t.rebuild().cost(), where));
+    g.tensors[i].rebuild = std::move(r);
+  }
+
+  absl::flat_hash_map<int64_t, int32_t> op_index;
+  op_index.reserve(pb.ops_size());
+  for (int i = 0; i < pb.ops_size(); ++i) {
+    const v1::Op& o = pb.ops(i);
+    const std::string where = OpWhere(o, i);
+    auto [it, inserted] = op_index.emplace(o.id(), i);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ops[", i, "]: id ", o.id(), " is already used by ops[",
+                       it->second, "] (", pb.ops(it->second).name(), ")"));
+    }
+    Op op;
+    op.name = o.name();
+    op.external_id = o.id();
+    op.layer = o.layer();
+    op.workspace_bytes = o.workspace_bytes();
+    SLACKSWAP_ASSIGN_OR_RETURN(op.phase, PhaseFromProto(o.phase(), where));
+    SLACKSWAP_ASSIGN_OR_RETURN(op.cost, CostFromProto(o.cost(), where));
+    SLACKSWAP_RETURN_IF_ERROR(
+        ResolveIds(o.input_ids(), tensor_index, where, "input", &op.inputs));
+    SLACKSWAP_RETURN_IF_ERROR(
+        ResolveIds(o.output_ids(), tensor_index, where, "output", &op.outputs));
+    g.ops.push_back(std::move(op));
+  }
+  SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g));
+  return g;
+}
+
+v1::OperatorGraph GraphToProto(const Graph& g) {
+  v1::OperatorGraph pb;
+  pb.set_name(g.name);
+  pb.set_description(g.description);
+  for (const Tensor& t : g.tensors) {
+    v1::Tensor* out = pb.add_tensors();
+    out->set_id(t.external_id);
+    out->set_name(t.name);
+    out->set_size_bytes(t.bytes);
+    out->set_kind(TensorKindToProto(t.kind));
+    out->set_recompute_class(
+        static_cast<v1::RecomputeClass>(t.recompute_class));
+    out->set_dtype(t.dtype);
+    out->set_shape(t.shape);
+    if (t.rebuild.has_value()) {
+      v1::Rebuild* r = out->mutable_rebuild();
+      for (int32_t in : t.rebuild->inputs) {
+        r->add_input_ids(g.tensors[in].external_id);
+      }
+      CostToProto(t.rebuild->cost, r->mutable_cost());
+    }
+  }
+  for (const Op& o : g.ops) {
+    v1::Op* out = pb.add_ops();
+    out->set_id(o.external_id);
+    out->set_name(o.name);
+    out->set_phase(PhaseToProto(o.phase));
+    for (int32_t in : o.inputs) out->add_input_ids(g.tensors[in].external_id);
+    for (int32_t t : o.outputs) out->add_output_ids(g.tensors[t].external_id);
+    out->set_workspace_bytes(o.workspace_bytes);
+    out->set_layer(o.layer);
+    CostToProto(o.cost, out->mutable_cost());
+  }
+  return pb;
+}
+
+absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareProfile& pb) {
+  Hardware hw;
+  hw.name = pb.name();
+  hw.gpu = pb.gpu();
+  hw.link = pb.link();
+  hw.memory_gb = pb.memory_gb();
+  hw.peak_tflops_bf16 = pb.peak_tflops_bf16();
+  hw.peak_tflops_tf32 = pb.peak_tflops_tf32();
+  hw.peak_tflops_fp32 = pb.peak_tflops_fp32();
+  hw.hbm_gbps = pb.hbm_gbps();
+  hw.hbm_efficiency = pb.hbm_efficiency();
+  hw.matmul_efficiency = pb.matmul_efficiency();
+  hw.attn_efficiency_fwd = pb.attn_efficiency_fwd();
+  hw.attn_efficiency_bwd = pb.attn_efficiency_bwd();
+  hw.link_theoretical_gbps_per_dir = pb.link_theoretical_gbps_per_dir();
+  hw.h2d_gbps = pb.h2d_gbps();
+  hw.d2h_gbps = pb.d2h_gbps();
+  hw.bidir_h2d_gbps = pb.bidir_h2d_gbps();
+  hw.bidir_d2h_gbps = pb.bidir_d2h_gbps();
+  SLACKSWAP_ASSIGN_OR_RETURN(hw.duplex,
+                             DuplexFromProto(pb.duplex(), pb.name()));
+  hw.copy_engines = pb.copy_engines();
+  for (auto [us, ns, field] :
+       {std::tuple{pb.transfer_latency_us(), &hw.transfer_latency_ns,
+                   "transfer_latency_us"},
+        std::tuple{pb.kernel_launch_us(), &hw.kernel_launch_ns,
+                   "kernel_launch_us"}}) {
+    if (!std::isfinite(us) || us < 0 || us > 1e12) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hardware ", pb.name(), ": ", field,
+          " must be a finite number of microseconds >= 0, got ", us));
+    }
+    *ns = UsToNs(us);
+  }
+  hw.pinned_host_memory_bytes = pb.pinned_host_memory_bytes();
+  SLACKSWAP_RETURN_IF_ERROR(ValidateHardware(hw));
+  return hw;
+}
+
+v1::HardwareProfile HardwareToProto(const Hardware& hw) {
+  v1::HardwareProfile pb;
+  pb.set_name(hw.name);
+  pb.set_gpu(hw.gpu);
+  pb.set_link(hw.link);
+  pb.set_memory_gb(hw.memory_gb);
+  pb.set_peak_tflops_bf16(hw.peak_tflops_bf16);
+  pb.set_peak_tflops_tf32(hw.peak_tflops_tf32);
+  pb.set_peak_tflops_fp32(hw.peak_tflops_fp32);
+  pb.set_hbm_gbps(hw.hbm_gbps);
+  pb.set_hbm_efficiency(hw.hbm_efficiency);
+  pb.set_matmul_efficiency(hw.matmul_efficiency);
+  pb.set_attn_efficiency_fwd(hw.attn_efficiency_fwd);
+  pb.set_attn_efficiency_bwd(hw.attn_efficiency_bwd);
+  pb.set_link_theoretical_gbps_per_dir(hw.link_theoretical_gbps_per_dir);
+  pb.set_h2d_gbps(hw.h2d_gbps);
+  pb.set_d2h_gbps(hw.d2h_gbps);
+  pb.set_duplex(DuplexToProto(hw.duplex));
+  pb.set_bidir_h2d_gbps(hw.bidir_h2d_gbps);
+  pb.set_bidir_d2h_gbps(hw.bidir_d2h_gbps);
+  pb.set_copy_engines(hw.copy_engines);
+  pb.set_transfer_latency_us(hw.transfer_latency_ns / 1e3);
+  pb.set_kernel_launch_us(hw.kernel_launch_ns / 1e3);
+  pb.set_pinned_host_memory_bytes(hw.pinned_host_memory_bytes);
+  return pb;
+}
+
+absl::StatusOr<Plan> PlanFromProto(const v1::Plan& pb, const Graph& g) {
+  absl::flat_hash_map<int64_t, int32_t> tensor_index, op_index;
+  for (size_t i = 0; i < g.tensors.size(); ++i) {
+    tensor_index[g.tensors[i].external_id] = static_cast<int32_t>(i);
+  }
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    op_index[g.ops[i].external_id] = static_cast<int32_t>(i);
+  }
+  if (pb.budget_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan: budget_bytes must be >= 0, got ", pb.budget_bytes()));
+  }
+  Plan plan = Plan::KeepAll(g);
+  plan.policy = pb.policy();
+  plan.budget_bytes = pb.budget_bytes();
+  std::vector<bool> seen(g.tensors.size(), false);
+  for (int i = 0; i < pb.decisions_size(); ++i) {
+    const v1::Decision& d = pb.decisions(i);
+    auto it = tensor_index.find(d.tensor_id());
+    if (it == tensor_index.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan decisions[", i, "]: tensor ", d.tensor_id(),
+                       " does not exist in graph '", g.name, "'"));
+    }
+    const int32_t t = it->second;
+    if (seen[t]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan decisions[", i, "]: a second decision for ", g.TensorLabel(t)));
+    }
+    seen[t] = true;
+    Decision& out = plan.decisions[t];
+    out.reason = d.reason();
+    out.transfer_ns = d.transfer_ns();
+    out.recompute_ns = d.recompute_ns();
+    switch (d.action()) {
+      case v1::ACTION_UNSPECIFIED:
+      case v1::ACTION_KEEP:
+        out.action = Action::kKeep;
+        break;
+      case v1::ACTION_RECOMPUTE:
+        out.action = Action::kRecompute;
+        break;
+      case v1::ACTION_SWAP: {
+        out.action = Action::kSwap;
+        if (!d.has_prefetch_after_op_id()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("plan decisions[", i, "] (", g.TensorLabel(t),
+                           "): swap needs prefetch_after_op_id"));
+        }
+        auto op = op_index.find(d.prefetch_after_op_id());
+        if (op == op_index.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("plan decisions[", i, "] (", g.TensorLabel(t),
+                           "): prefetch_after_op_id ", d.prefetch_after_op_id(),
+                           " does not exist"));
+        }
+        out.prefetch_after_op = op->second;
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("plan decisions[", i, "] (", g.TensorLabel(t),
+                         "): action has unknown value ", d.action()));
+    }
+  }
+  return plan;
+}
+
+v1::Plan PlanToProto(const Plan& plan, const Graph& g,
+                     const std::string& hardware_name) {
+  v1::Plan pb;
+  pb.set_graph_name(g.name);
+  pb.set_hardware_name(hardware_name);
+  pb.set_policy(plan.policy);
+  pb.set_budget_bytes(plan.budget_bytes);
+  for (int32_t t : g.index.saved) {
+    const Decision& d = plan.decisions[t];
+    v1::Decision* out = pb.add_decisions();
+    out->set_tensor_id(g.tensors[t].external_id);
+    out->set_tensor_name(g.tensors[t].name);
+    out->set_size_bytes(g.tensors[t].bytes);
+    out->set_reason(d.reason);
+    out->set_transfer_ns(d.transfer_ns);
+    out->set_recompute_ns(d.recompute_ns);
+    switch (d.action) {
+      case Action::kKeep:
+        out->set_action(v1::ACTION_KEEP);
+        break;
+      case Action::kRecompute:
+        out->set_action(v1::ACTION_RECOMPUTE);
+        break;
+      case Action::kSwap:
+        out->set_action(v1::ACTION_SWAP);
+        out->set_prefetch_after_op_id(g.ops[d.prefetch_after_op].external_id);
+        break;
+    }
+  }
+  return pb;
+}
+
+v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
+  v1::SimulationResult pb;
+  pb.set_feasible(r.feasible);
+  pb.set_infeasible_reason(r.infeasible_reason);
+  pb.set_step_ns(r.step_ns);
+  pb.set_ideal_step_ns(r.ideal_step_ns);
+  pb.set_throughput_retained(r.throughput_retained);
+  pb.set_peak_activation_bytes(r.peak_activation_bytes);
+  pb.set_peak_transient_bytes(r.peak_transient_bytes);
+  pb.set_budget_bytes(r.budget_bytes);
+  pb.set_d2h_bytes(r.d2h_bytes);
+  pb.set_h2d_bytes(r.h2d_bytes);
+  pb.set_recompute_ns(r.recompute_ns);
+  pb.mutable_stalls()->set_prefetch_ns(r.stall_prefetch_ns);
+  pb.mutable_stalls()->set_swap_out_ns(r.stall_swap_out_ns);
+  pb.mutable_stalls()->set_memory_ns(r.stall_memory_ns);
+  for (const MemorySample& s : r.timeline) {
+    v1::MemoryPoint* p = pb.add_memory_timeline();
+    p->set_time_ns(s.time_ns);
+    p->set_activation_bytes(s.activation_bytes);
+    p->set_transient_bytes(s.transient_bytes);
+  }
+  for (const SimEvent& e : r.events) {
+    v1::StreamEvent* out = pb.add_events();
+    const bool compute = e.stream == StreamId::kCompute;
+    out->set_stream(compute                      ? v1::STREAM_COMPUTE
+                    : e.stream == StreamId::kD2H ? v1::STREAM_D2H
+                                                 : v1::STREAM_H2D);
+    switch (e.type) {
+      case EventType::kOp:
+        out->set_kind(v1::EVENT_KIND_OP);
+        break;
+      case EventType::kRecompute:
+        out->set_kind(v1::EVENT_KIND_RECOMPUTE);
+        break;
+      case EventType::kSwapOut:
+        out->set_kind(v1::EVENT_KIND_SWAP_OUT);
+        break;
+      case EventType::kPrefetch:
+        out->set_kind(v1::EVENT_KIND_PREFETCH);
+        break;
+    }
+    out->set_name(compute ? g.ops[e.index].name : g.tensors[e.index].name);
+    out->set_id(compute ? g.ops[e.index].external_id
+                        : g.tensors[e.index].external_id);
+    out->set_start_ns(e.start_ns);
+    out->set_end_ns(e.end_ns);
+  }
+  pb.set_unconstrained_peak_bytes(r.unconstrained_peak_bytes);
+  pb.set_static_bytes(r.static_bytes);
+  pb.set_peak_pinned_host_bytes(r.peak_pinned_host_bytes);
+  pb.set_swapped_tensors(r.swapped_tensors);
+  pb.set_recomputed_tensors(r.recomputed_tensors);
+  pb.set_events_processed(r.events_processed);
+  return pb;
+}
+
+}  // namespace slackswap

@@ -1,0 +1,144 @@
+#include "io/convert.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/transformer.h"
+
+namespace slackswap {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::OperatorGraph Wire() {
+  v1::OperatorGraph g;
+  g.set_name("wire");
+  for (int64_t id : {100, 200}) {
+    v1::Tensor* t = g.add_tensors();
+    t->set_id(id);
+    t->set_name(id == 100 ? "x" : "w");
+    t->set_size_bytes(64);
+    if (id == 200) t->set_kind(v1::TENSOR_KIND_PARAMETER);
+  }
+  v1::Op* f = g.add_ops();
+  f->set_id(12);
+  f->set_name("mlp_up");
+  f->set_phase(v1::PHASE_FORWARD);
+  f->add_input_ids(200);
+  f->add_output_ids(100);
+  v1::Op* b = g.add_ops();
+  b->set_id(13);
+  b->set_name("mlp_up.bwd");
+  b->set_phase(v1::PHASE_BACKWARD);
+  b->add_input_ids(100);
+  return g;
+}
+
+std::string ErrorOf(const v1::OperatorGraph& pb) {
+  absl::StatusOr<Graph> g = GraphFromProto(pb);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(g.status().message());
+}
+
+TEST(ConvertTest, GraphRoundTripsThroughTheWire) {
+  absl::StatusOr<Graph> g = GraphFromProto(Wire());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->tensors[0].external_id, 100);
+  EXPECT_TRUE(g->index.is_saved[0]);
+  EXPECT_EQ(g->ops[0].cost.kernels, 1);  // absent means one launch
+  v1::OperatorGraph back = GraphToProto(*g);
+  EXPECT_EQ(back.ops(0).input_ids(0), 200);
+  EXPECT_EQ(back.tensors(1).kind(), v1::TENSOR_KIND_PARAMETER);
+}
+
+TEST(ConvertTest, GeneratedWorkloadsRoundTrip) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  ASSERT_TRUE(c.ok());
+  c->layers = 2;
+  absl::StatusOr<Graph> g = BuildTransformer(*c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<Graph> back = GraphFromProto(GraphToProto(*g));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->index.saved_bytes, g->index.saved_bytes);
+  EXPECT_EQ(GraphToProto(*back).SerializeAsString(),
+            GraphToProto(*g).SerializeAsString());
+}
+
+TEST(ConvertTest, NamesDanglingIds) {
+  v1::OperatorGraph pb = Wire();
+  pb.mutable_ops(0)->add_input_ids(987);
+  EXPECT_EQ(ErrorOf(pb), "op 12 (mlp_up): input tensor 987 does not exist");
+}
+
+TEST(ConvertTest, NamesDuplicateIds) {
+  v1::OperatorGraph pb = Wire();
+  pb.mutable_tensors(1)->set_id(100);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("tensors[1]: id 100 is already used"));
+  pb = Wire();
+  pb.mutable_ops(1)->set_id(12);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("ops[1]: id 12 is already used"));
+}
+
+TEST(ConvertTest, RequiresAPhaseAndKnownEnums) {
+  v1::OperatorGraph pb = Wire();
+  pb.mutable_ops(1)->clear_phase();
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("op 13 (mlp_up.bwd): phase must be"));
+  pb = Wire();
+  pb.mutable_tensors(0)->set_kind(static_cast<v1::TensorKind>(99));
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("kind has unknown value 99"));
+}
+
+TEST(ConvertTest, NaNFlopsAreRejected) {
+  v1::OperatorGraph pb = Wire();
+  pb.mutable_ops(0)->mutable_cost()->set_flops(std::nan(""));
+  EXPECT_THAT(ErrorOf(pb),
+              HasSubstr("op 12 (mlp_up): cost.flops must be finite"));
+}
+
+TEST(ConvertTest, HardwareRoundTripsAndIsValidated) {
+  absl::StatusOr<Hardware> hw = FindHardware("a100-80gb-pcie4");
+  ASSERT_TRUE(hw.ok());
+  v1::HardwareProfile pb = HardwareToProto(*hw);
+  absl::StatusOr<Hardware> back = HardwareFromProto(pb);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->transfer_latency_ns, hw->transfer_latency_ns);
+  EXPECT_EQ(back->h2d_gbps, hw->h2d_gbps);
+  pb.set_h2d_gbps(-1);
+  EXPECT_THAT(std::string(HardwareFromProto(pb).status().message()),
+              HasSubstr("h2d_gbps"));
+  pb = HardwareToProto(*hw);
+  pb.set_transfer_latency_us(std::nan(""));
+  EXPECT_THAT(std::string(HardwareFromProto(pb).status().message()),
+              HasSubstr("transfer_latency_us"));
+}
+
+TEST(ConvertTest, PlansRoundTripByWireIds) {
+  absl::StatusOr<Graph> g = GraphFromProto(Wire());
+  ASSERT_TRUE(g.ok());
+  // Three ops so a prefetch point exists between production and use.
+  v1::Plan pb;
+  v1::Decision* d = pb.add_decisions();
+  d->set_tensor_id(100);
+  d->set_action(v1::ACTION_RECOMPUTE);
+  absl::StatusOr<Plan> plan = PlanFromProto(pb, *g);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->decisions[0].action, Action::kRecompute);
+  v1::Plan back = PlanToProto(*plan, *g, "hw");
+  EXPECT_EQ(back.decisions(0).tensor_id(), 100);
+  EXPECT_EQ(back.decisions(0).action(), v1::ACTION_RECOMPUTE);
+
+  d->set_tensor_id(5);
+  EXPECT_THAT(std::string(PlanFromProto(pb, *g).status().message()),
+              HasSubstr("tensor 5 does not exist"));
+  d->set_tensor_id(100);
+  d->set_action(v1::ACTION_SWAP);
+  EXPECT_THAT(std::string(PlanFromProto(pb, *g).status().message()),
+              HasSubstr("swap needs prefetch_after_op_id"));
+  d->set_prefetch_after_op_id(77);
+  EXPECT_THAT(std::string(PlanFromProto(pb, *g).status().message()),
+              HasSubstr("prefetch_after_op_id 77 does not exist"));
+}
+
+}  // namespace
+}  // namespace slackswap

@@ -1,0 +1,148 @@
+// The domain model of one training step: tensors and ops in launch order,
+// with index-based ids, plus what every planner and the simulator derive from
+// it (producers, consumers, saved activations, first and last uses).
+//
+//   Graph g;
+//   g.name = "tiny";
+//   int32_t x = g.AddTensor({.name = "x", .bytes = 1024});
+//   g.AddOp({.name = "f", .phase = Phase::kForward, .outputs = {x}});
+//   g.AddOp({.name = "f.bwd", .phase = Phase::kBackward, .inputs = {x}});
+//   absl::Status s = IndexGraph(g);   // validates; fills g.index
+//   bool saved = g.index.is_saved[x];  // true
+//
+// Sizes are int64 bytes; costs are turned into int64 nanoseconds by the cost
+// model (cost_model.h) for a given hardware profile.
+#ifndef SLACKSWAP_PLANNER_GRAPH_H_
+#define SLACKSWAP_PLANNER_GRAPH_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace slackswap {
+
+enum class TensorKind : uint8_t {
+  kActivation,
+  kParameter,
+  kGradient,
+  kOptimizerState,
+  kInput,
+};
+
+enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
+
+// Selects which efficiency the cost model applies to FLOPs.
+enum class OpKind : uint8_t {
+  kMemoryBound,
+  kMatmul,
+  kBatchedMatmul,
+  kFlashAttention,
+};
+
+// Mirrors reference.json's recompute_class; informational (reasons, reports).
+enum class RecomputeClass : uint8_t {
+  kUnspecified,
+  kTiny,
+  kRngMask,
+  kCheapElementwise,
+  kNormOutput,
+  kAttnS2,
+  kGemmInput,
+  kGemmOutput,
+  kResidualStream,
+  kAttnOutput,
+  kLoss,
+};
+
+const char* RecomputeClassName(RecomputeClass c);
+
+struct OpCost {
+  double flops = 0;
+  int64_t bytes_accessed = 0;
+  int32_t kernels = 1;
+  OpKind kind = OpKind::kMemoryBound;
+  // Measured duration; replaces the cost model when set.
+  std::optional<int64_t> duration_ns;
+};
+
+// A cheaper rebuild than re-running the producer (a dropout mask regenerated
+// from the RNG seed reads no tensor at all).
+struct Rebuild {
+  std::vector<int32_t> inputs;
+  OpCost cost;
+};
+
+struct Tensor {
+  std::string name;
+  int64_t bytes = 0;
+  TensorKind kind = TensorKind::kActivation;
+  RecomputeClass recompute_class = RecomputeClass::kUnspecified;
+  std::optional<Rebuild> rebuild;
+  std::string dtype;
+  std::string shape;
+  // The id this tensor has in files and on the wire.
+  int64_t external_id = 0;
+};
+
+struct Op {
+  std::string name;
+  Phase phase = Phase::kForward;
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> outputs;
+  int64_t workspace_bytes = 0;
+  int32_t layer = -1;
+  OpCost cost;
+  int64_t external_id = 0;
+};
+
+inline constexpr int32_t kNone = -1;
+
+// Derived by IndexGraph; indexed by tensor index unless named per op.
+struct GraphIndex {
+  std::vector<int32_t> producer;       // op index or kNone (static tensor)
+  std::vector<int32_t> last_fwd_use;   // last forward consumer, or kNone
+  std::vector<int32_t> first_bwd_use;  // first backward consumer, or kNone
+  std::vector<int32_t> last_use;       // last consumer of any phase, or kNone
+  // Produced by a forward op and read by a backward op.
+  std::vector<bool> is_saved;
+  // Saved activations in production order.
+  std::vector<int32_t> saved;
+  // Consumers of each tensor, in launch order (CSR layout).
+  std::vector<int32_t> consumer_offsets;
+  std::vector<int32_t> consumers;
+  int32_t first_backward_op = kNone;
+  // Sum of saved activation bytes: the activation peak with no plan.
+  int64_t saved_bytes = 0;
+  // Parameters, gradients, optimizer state and inputs never produced.
+  int64_t static_bytes = 0;
+};
+
+struct Graph {
+  std::string name;
+  std::string description;
+  std::vector<Tensor> tensors;
+  std::vector<Op> ops;
+  GraphIndex index;
+
+  // Appends and returns the new index; external_id defaults to the index.
+  int32_t AddTensor(Tensor t);
+  int32_t AddOp(Op op);
+
+  // A name for messages: `op 12 (mlp_up)`, `tensor 7 (x)`, by external id.
+  std::string OpLabel(int32_t op) const;
+  std::string TensorLabel(int32_t tensor) const;
+};
+
+// Validates the graph and fills g.index. Rejects, naming the op or tensor and
+// field: empty graphs, out-of-range tensor references, tensors produced twice
+// or read before they are produced, an op reading its own output, negative
+// sizes or costs, NaN/Inf FLOPs, byte totals that overflow int64, and cycles
+// (reported as such, with the ops on the cycle). Never aborts.
+absl::Status IndexGraph(Graph& g);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_GRAPH_H_

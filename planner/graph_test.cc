@@ -1,0 +1,160 @@
+#include "planner/graph.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace slackswap {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Op MakeOp(const std::string& name, Phase phase, std::vector<int32_t> in,
+          std::vector<int32_t> out) {
+  Op op;
+  op.name = name;
+  op.phase = phase;
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  return op;
+}
+
+std::string ErrorOf(Graph g) {
+  absl::Status s = IndexGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  return std::string(s.message());
+}
+
+// w (parameter) and x -> f -> y -> g -> z; backward reads x and z.
+Graph Small() {
+  Graph g;
+  g.name = "small";
+  int32_t w =
+      g.AddTensor({.name = "w", .bytes = 8, .kind = TensorKind::kParameter});
+  int32_t x = g.AddTensor({.name = "x", .bytes = 100});
+  int32_t y = g.AddTensor({.name = "y", .bytes = 200});
+  int32_t z = g.AddTensor({.name = "z", .bytes = 300});
+  g.AddOp(MakeOp("f0", Phase::kForward, {}, {x}));
+  g.AddOp(MakeOp("f", Phase::kForward, {x, w}, {y}));
+  g.AddOp(MakeOp("g", Phase::kForward, {y}, {z}));
+  g.AddOp(MakeOp("g.bwd", Phase::kBackward, {z}, {}));
+  g.AddOp(MakeOp("f.bwd", Phase::kBackward, {x, w}, {}));
+  return g;
+}
+
+TEST(IndexGraphTest, DerivesUsesAndSavedActivations) {
+  Graph g = Small();
+  ASSERT_TRUE(IndexGraph(g).ok());
+  const GraphIndex& idx = g.index;
+  EXPECT_THAT(idx.saved, ElementsAre(1, 3));  // x, z
+  EXPECT_FALSE(idx.is_saved[2]);              // y: forward only
+  EXPECT_EQ(idx.saved_bytes, 400);
+  EXPECT_EQ(idx.static_bytes, 8);
+  EXPECT_EQ(idx.producer[0], kNone);
+  EXPECT_EQ(idx.last_fwd_use[1], 1);
+  EXPECT_EQ(idx.first_bwd_use[1], 4);
+  EXPECT_EQ(idx.last_use[2], 2);
+  EXPECT_EQ(idx.first_backward_op, 3);
+  EXPECT_EQ(g.OpLabel(1), "op 1 (f)");
+  EXPECT_EQ(g.TensorLabel(3), "tensor 3 (z)");
+}
+
+TEST(IndexGraphTest, RejectsEmptyGraphs) {
+  Graph g;
+  g.name = "nothing";
+  EXPECT_THAT(ErrorOf(g), HasSubstr("graph 'nothing' has no ops"));
+}
+
+TEST(IndexGraphTest, RejectsDanglingIds) {
+  Graph g = Small();
+  g.ops[2].inputs.push_back(987);
+  EXPECT_THAT(ErrorOf(g),
+              HasSubstr("op 2 (g): input tensor 987 does not exist"));
+  g = Small();
+  g.ops[0].outputs.push_back(-1);
+  EXPECT_THAT(ErrorOf(g), HasSubstr("output tensor -1 does not exist"));
+}
+
+TEST(IndexGraphTest, RejectsTensorsProducedTwice) {
+  Graph g = Small();
+  g.ops[2].outputs.push_back(2);
+  EXPECT_THAT(ErrorOf(g), HasSubstr("op 2 (g): output tensor 2 (y) is "
+                                    "already produced by op 1 (f)"));
+}
+
+TEST(IndexGraphTest, RejectsUseBeforeProduction) {
+  Graph g = Small();
+  std::swap(g.ops[1], g.ops[2]);  // g now reads y before f makes it
+  EXPECT_THAT(ErrorOf(g), HasSubstr("before it is produced"));
+}
+
+TEST(IndexGraphTest, ReportsCyclesAsCycles) {
+  Graph g = Small();
+  g.ops[1].inputs.push_back(3);  // f reads z, which g makes from f's y
+  std::string msg = ErrorOf(g);
+  EXPECT_THAT(msg, HasSubstr("cycle"));
+  EXPECT_THAT(msg, HasSubstr("op 1 (f)"));
+  EXPECT_THAT(msg, HasSubstr("op 2 (g)"));
+}
+
+TEST(IndexGraphTest, RejectsSelfLoops) {
+  Graph g = Small();
+  g.ops[2].inputs.push_back(3);
+  EXPECT_THAT(ErrorOf(g), HasSubstr("op 2 (g): reads its own output"));
+}
+
+TEST(IndexGraphTest, RejectsActivationsNobodyProduces) {
+  Graph g = Small();
+  g.AddTensor({.name = "ghost", .bytes = 1});
+  g.ops[2].inputs.push_back(4);
+  EXPECT_THAT(ErrorOf(g), HasSubstr("no op produces"));
+}
+
+TEST(IndexGraphTest, RejectsNegativeAndNonFiniteCosts) {
+  Graph g = Small();
+  g.tensors[2].bytes = -5;
+  EXPECT_THAT(ErrorOf(g), HasSubstr("tensor 2 (y): size_bytes must be >= 0"));
+  g = Small();
+  g.ops[1].cost.flops = std::nan("");
+  EXPECT_THAT(ErrorOf(g), HasSubstr("op 1 (f): cost.flops must be finite"));
+  g = Small();
+  g.ops[1].cost.flops = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(ErrorOf(g), HasSubstr("must be finite"));
+  g = Small();
+  g.ops[1].cost.flops = -1;
+  EXPECT_THAT(ErrorOf(g), HasSubstr("cost.flops must be >= 0"));
+  g = Small();
+  g.ops[1].cost.duration_ns = -1;
+  EXPECT_THAT(ErrorOf(g), HasSubstr("cost.duration_ns must be >= 0"));
+  g = Small();
+  g.ops[1].workspace_bytes = -1;
+  EXPECT_THAT(ErrorOf(g), HasSubstr("workspace_bytes must be >= 0"));
+}
+
+TEST(IndexGraphTest, RejectsByteTotalsThatOverflow) {
+  Graph g = Small();
+  g.tensors[1].bytes = std::numeric_limits<int64_t>::max() - 10;
+  EXPECT_THAT(ErrorOf(g), HasSubstr("overflow int64"));
+}
+
+TEST(IndexGraphTest, RejectsProducingStaticTensors) {
+  Graph g = Small();
+  g.ops[0].outputs.push_back(0);
+  EXPECT_THAT(ErrorOf(g), HasSubstr("tensor 0 (w) is static"));
+}
+
+TEST(IndexGraphTest, RebuildsMayOnlyReadEarlierTensors) {
+  Graph g = Small();
+  g.tensors[1].rebuild = Rebuild{.inputs = {3}};
+  EXPECT_THAT(ErrorOf(g), HasSubstr("is not produced before"));
+  g = Small();
+  g.tensors[3].rebuild = Rebuild{.inputs = {1}};
+  EXPECT_TRUE(IndexGraph(g).ok());
+}
+
+}  // namespace
+}  // namespace slackswap

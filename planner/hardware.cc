@@ -1,0 +1,327 @@
+#include "planner/hardware.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+namespace slackswap {
+namespace {
+
+constexpr int64_t kNsPerUs = 1000;
+
+// Pinned host memory per GPU. The reference does not give it; these follow
+// the public system specifications of the usual host for each GPU, divided
+// evenly among its GPUs:
+//  - DGX A100 320GB (8x A100 40GB): 1 TB DDR4 host memory -> 1e12 / 8.
+//  - DGX A100 640GB (8x A100 80GB): 2 TB DDR4 host memory -> 2e12 / 8.
+//  - H100 PCIe servers (e.g. 8-GPU 2-socket PCIe 5.0 systems) are typically
+//    built with 2 TB of DDR5 -> 2e12 / 8.
+//  - GH200 Grace Hopper superchip: 480 GB LPDDR5X on the Grace side, all of
+//    it reachable over NVLink-C2C by its one GPU.
+constexpr int64_t kDgxA100_320HostBytesPerGpu = 128'000'000'000;
+constexpr int64_t kDgxA100_640HostBytesPerGpu = 256'000'000'000;
+constexpr int64_t kH100PcieServerHostBytesPerGpu = 256'000'000'000;
+constexpr int64_t kGh200GraceLpddr5xBytes = 480'000'000'000;
+
+// The frozen cost-model and link parameters of the reference profiles
+// (datasheet peaks; efficiencies and link rates as measured on each system).
+
+// A100 (SXM4 or PCIe card) on PCIe 4.0 x16: 312 TFLOP/s dense bf16,
+// 156 tf32, 19.5 fp32.
+constexpr double kA100PeakBf16Tflops = 312.0;
+constexpr double kA100PeakTf32Tflops = 156.0;
+constexpr double kA100PeakFp32Tflops = 19.5;
+constexpr double kA100MatmulEfficiency = 0.75;
+constexpr double kA100AttnEfficiencyFwd = 0.6;
+constexpr double kA100AttnEfficiencyBwd = 0.5;
+constexpr int64_t kA100KernelLaunchNs = 4 * kNsPerUs;
+
+// PCIe 4.0 x16: 31.5 GB/s per direction in theory (16 GT/s, 128b/130b);
+// pinned cudaMemcpyAsync reaches about 25 GB/s H2D and 25.5 GB/s D2H alone,
+// and 13 / 24 GB/s when both directions run at once.
+constexpr double kPcie4TheoreticalGbps = 31.5;
+constexpr double kPcie4H2dGbps = 25.0;
+constexpr double kPcie4D2hGbps = 25.5;
+constexpr double kPcie4BidirH2dGbps = 13.0;
+constexpr double kPcie4BidirD2hGbps = 24.0;
+constexpr int64_t kPcie4TransferLatencyNs = 10 * kNsPerUs;
+constexpr int32_t kA100CopyEngines = 3;
+
+// A100 40GB: HBM2 1555 GB/s; A100 80GB SXM4: HBM2e 2039 GB/s.
+constexpr double kA100_40MemoryGb = 40;
+constexpr double kA100_40HbmGbps = 1555.0;
+constexpr double kA100_40HbmEfficiency = 0.84;
+constexpr double kA100_80MemoryGb = 80;
+constexpr double kA100_80HbmGbps = 2039.0;
+constexpr double kA100_80HbmEfficiency = 0.85;
+
+// H100 PCIe 80GB (114 SMs, HBM2e 2.0 TB/s, 350 W) on PCIe 5.0 x16.
+constexpr double kH100PcieMemoryGb = 80;
+constexpr double kH100PciePeakBf16Tflops = 756.0;
+constexpr double kH100PciePeakTf32Tflops = 378.0;
+constexpr double kH100PciePeakFp32Tflops = 51.0;
+constexpr double kH100PcieHbmGbps = 2000.0;
+constexpr double kH100PcieHbmEfficiency = 0.85;
+constexpr double kH100PcieMatmulEfficiency = 0.7;
+constexpr double kH100PcieAttnEfficiencyFwd = 0.45;
+constexpr double kH100PcieAttnEfficiencyBwd = 0.38;
+constexpr double kPcie5TheoreticalGbps = 63.0;
+constexpr double kPcie5H2dGbps = 53.0;
+constexpr double kPcie5D2hGbps = 53.0;
+constexpr double kPcie5BidirH2dGbps = 50.0;
+constexpr double kPcie5BidirD2hGbps = 50.0;
+constexpr int32_t kH100PcieCopyEngines = 3;
+constexpr int64_t kPcie5TransferLatencyNs = 8 * kNsPerUs;
+constexpr int64_t kH100KernelLaunchNs = 3 * kNsPerUs;
+
+// GH200 Grace Hopper (H100 die with 132 SMs, 96 GB HBM3 at 4.0 TB/s) with
+// NVLink-C2C to the Grace CPU: 450 GB/s per direction in theory, measured
+// 340 / 295 GB/s alone and 200 / 175 GB/s both ways (partially duplex).
+constexpr double kGh200MemoryGb = 96;
+constexpr double kGh200PeakBf16Tflops = 989.0;
+constexpr double kGh200PeakTf32Tflops = 494.0;
+constexpr double kGh200PeakFp32Tflops = 67.0;
+constexpr double kGh200HbmGbps = 4000.0;
+constexpr double kGh200HbmEfficiency = 0.85;
+constexpr double kGh200MatmulEfficiency = 0.75;
+constexpr double kGh200AttnEfficiencyFwd = 0.55;
+constexpr double kGh200AttnEfficiencyBwd = 0.45;
+constexpr double kC2cTheoreticalGbps = 450.0;
+constexpr double kC2cH2dGbps = 340.0;
+constexpr double kC2cD2hGbps = 295.0;
+constexpr double kC2cBidirH2dGbps = 200.0;
+constexpr double kC2cBidirD2hGbps = 175.0;
+constexpr int32_t kGh200CopyEngines = 3;
+constexpr int64_t kC2cTransferLatencyNs = 5 * kNsPerUs;
+constexpr int64_t kGh200KernelLaunchNs = 3 * kNsPerUs;
+
+Hardware A100Pcie4(absl::string_view name, absl::string_view gpu,
+                   double memory_gb, double hbm_gbps, double hbm_efficiency,
+                   int64_t pinned_host_memory_bytes) {
+  Hardware hw;
+  hw.name = std::string(name);
+  hw.gpu = std::string(gpu);
+  hw.link = "PCIe 4.0 x16";
+  hw.memory_gb = memory_gb;
+  hw.peak_tflops_bf16 = kA100PeakBf16Tflops;
+  hw.peak_tflops_tf32 = kA100PeakTf32Tflops;
+  hw.peak_tflops_fp32 = kA100PeakFp32Tflops;
+  hw.hbm_gbps = hbm_gbps;
+  hw.hbm_efficiency = hbm_efficiency;
+  hw.matmul_efficiency = kA100MatmulEfficiency;
+  hw.attn_efficiency_fwd = kA100AttnEfficiencyFwd;
+  hw.attn_efficiency_bwd = kA100AttnEfficiencyBwd;
+  hw.link_theoretical_gbps_per_dir = kPcie4TheoreticalGbps;
+  hw.h2d_gbps = kPcie4H2dGbps;
+  hw.d2h_gbps = kPcie4D2hGbps;
+  hw.bidir_h2d_gbps = kPcie4BidirH2dGbps;
+  hw.bidir_d2h_gbps = kPcie4BidirD2hGbps;
+  hw.duplex = Duplex::kFull;
+  hw.copy_engines = kA100CopyEngines;
+  hw.transfer_latency_ns = kPcie4TransferLatencyNs;
+  hw.kernel_launch_ns = kA100KernelLaunchNs;
+  hw.pinned_host_memory_bytes = pinned_host_memory_bytes;
+  return hw;
+}
+
+Hardware H100Pcie5() {
+  Hardware hw;
+  hw.name = "h100-pcie5";
+  hw.gpu = "NVIDIA H100 PCIe 80GB (114 SMs, HBM2e 2.0 TB/s, 350 W)";
+  hw.link = "PCIe 5.0 x16";
+  hw.memory_gb = kH100PcieMemoryGb;
+  hw.peak_tflops_bf16 = kH100PciePeakBf16Tflops;
+  hw.peak_tflops_tf32 = kH100PciePeakTf32Tflops;
+  hw.peak_tflops_fp32 = kH100PciePeakFp32Tflops;
+  hw.hbm_gbps = kH100PcieHbmGbps;
+  hw.hbm_efficiency = kH100PcieHbmEfficiency;
+  hw.matmul_efficiency = kH100PcieMatmulEfficiency;
+  hw.attn_efficiency_fwd = kH100PcieAttnEfficiencyFwd;
+  hw.attn_efficiency_bwd = kH100PcieAttnEfficiencyBwd;
+  hw.link_theoretical_gbps_per_dir = kPcie5TheoreticalGbps;
+  hw.h2d_gbps = kPcie5H2dGbps;
+  hw.d2h_gbps = kPcie5D2hGbps;
+  hw.bidir_h2d_gbps = kPcie5BidirH2dGbps;
+  hw.bidir_d2h_gbps = kPcie5BidirD2hGbps;
+  hw.duplex = Duplex::kFull;
+  hw.copy_engines = kH100PcieCopyEngines;
+  hw.transfer_latency_ns = kPcie5TransferLatencyNs;
+  hw.kernel_launch_ns = kH100KernelLaunchNs;
+  hw.pinned_host_memory_bytes = kH100PcieServerHostBytesPerGpu;
+  return hw;
+}
+
+Hardware Gh200C2c() {
+  Hardware hw;
+  hw.name = "gh200-c2c";
+  hw.gpu =
+      "NVIDIA GH200 Grace Hopper (H100 die 132 SMs, 96GB HBM3 4.0 TB/s; "
+      "144GB HBM3e variant 4.9 TB/s)";
+  hw.link = "NVLink-C2C";
+  hw.memory_gb = kGh200MemoryGb;
+  hw.peak_tflops_bf16 = kGh200PeakBf16Tflops;
+  hw.peak_tflops_tf32 = kGh200PeakTf32Tflops;
+  hw.peak_tflops_fp32 = kGh200PeakFp32Tflops;
+  hw.hbm_gbps = kGh200HbmGbps;
+  hw.hbm_efficiency = kGh200HbmEfficiency;
+  hw.matmul_efficiency = kGh200MatmulEfficiency;
+  hw.attn_efficiency_fwd = kGh200AttnEfficiencyFwd;
+  hw.attn_efficiency_bwd = kGh200AttnEfficiencyBwd;
+  hw.link_theoretical_gbps_per_dir = kC2cTheoreticalGbps;
+  hw.h2d_gbps = kC2cH2dGbps;
+  hw.d2h_gbps = kC2cD2hGbps;
+  hw.bidir_h2d_gbps = kC2cBidirH2dGbps;
+  hw.bidir_d2h_gbps = kC2cBidirD2hGbps;
+  hw.duplex = Duplex::kPartial;
+  hw.copy_engines = kGh200CopyEngines;
+  hw.transfer_latency_ns = kC2cTransferLatencyNs;
+  hw.kernel_launch_ns = kGh200KernelLaunchNs;
+  hw.pinned_host_memory_bytes = kGh200GraceLpddr5xBytes;
+  return hw;
+}
+
+std::string Label(const Hardware& hw) {
+  return hw.name.empty() ? std::string("hardware <unnamed>")
+                         : absl::StrCat("hardware ", hw.name);
+}
+
+absl::Status FieldError(const Hardware& hw, absl::string_view field,
+                        absl::string_view requirement, double got) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      Label(hw), ": ", field, " must be ", requirement, ", got ", got));
+}
+
+absl::Status CheckPositive(const Hardware& hw, absl::string_view field,
+                           double v) {
+  if (!std::isfinite(v) || v <= 0) return FieldError(hw, field, "> 0", v);
+  return absl::OkStatus();
+}
+
+absl::Status CheckNonNegative(const Hardware& hw, absl::string_view field,
+                              double v) {
+  if (!std::isfinite(v) || v < 0) return FieldError(hw, field, ">= 0", v);
+  return absl::OkStatus();
+}
+
+absl::Status CheckEfficiency(const Hardware& hw, absl::string_view field,
+                             double v) {
+  if (!std::isfinite(v) || v <= 0 || v > 1) {
+    return FieldError(hw, field, "in (0, 1]", v);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+double Hardware::Rate(Direction dir, bool both_busy) const {
+  if (dir == Direction::kH2D) return both_busy ? bidir_h2d_gbps : h2d_gbps;
+  return both_busy ? bidir_d2h_gbps : d2h_gbps;
+}
+
+int64_t Hardware::TransferNs(int64_t bytes, Direction dir,
+                             bool both_busy) const {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (bytes <= 0) return transfer_latency_ns;
+  const double rate = Rate(dir, both_busy);
+  // Round up, ignoring floating-point noise far below a nanosecond.
+  const double ns =
+      std::ceil(static_cast<double>(bytes) / rate * (1.0 - 1e-12));
+  // Saturate instead of overflowing (a zero or tiny rate on an unvalidated
+  // profile, or an absurd size).
+  if (!(ns < static_cast<double>(kMax - transfer_latency_ns))) return kMax;
+  return transfer_latency_ns + static_cast<int64_t>(ns);
+}
+
+absl::Status ValidateHardware(const Hardware& hw) {
+  struct Field {
+    absl::string_view name;
+    double value;
+  };
+  for (const Field& f :
+       {Field{"memory_gb", hw.memory_gb},
+        Field{"peak_tflops_bf16", hw.peak_tflops_bf16},
+        Field{"hbm_gbps", hw.hbm_gbps}, Field{"h2d_gbps", hw.h2d_gbps},
+        Field{"d2h_gbps", hw.d2h_gbps},
+        Field{"bidir_h2d_gbps", hw.bidir_h2d_gbps},
+        Field{"bidir_d2h_gbps", hw.bidir_d2h_gbps}}) {
+    if (absl::Status s = CheckPositive(hw, f.name, f.value); !s.ok()) return s;
+  }
+  // Informational figures: may be unknown (0) but not negative or NaN.
+  for (const Field& f : {Field{"peak_tflops_tf32", hw.peak_tflops_tf32},
+                         Field{"peak_tflops_fp32", hw.peak_tflops_fp32},
+                         Field{"link_theoretical_gbps_per_dir",
+                               hw.link_theoretical_gbps_per_dir}}) {
+    if (absl::Status s = CheckNonNegative(hw, f.name, f.value); !s.ok()) {
+      return s;
+    }
+  }
+  for (const Field& f :
+       {Field{"hbm_efficiency", hw.hbm_efficiency},
+        Field{"matmul_efficiency", hw.matmul_efficiency},
+        Field{"attn_efficiency_fwd", hw.attn_efficiency_fwd},
+        Field{"attn_efficiency_bwd", hw.attn_efficiency_bwd}}) {
+    if (absl::Status s = CheckEfficiency(hw, f.name, f.value); !s.ok()) {
+      return s;
+    }
+  }
+  if (hw.duplex != Duplex::kFull && hw.duplex != Duplex::kHalf &&
+      hw.duplex != Duplex::kPartial) {
+    return FieldError(hw, "duplex", "full, half or partial",
+                      static_cast<int>(hw.duplex));
+  }
+  if (hw.copy_engines < 1) {
+    return FieldError(hw, "copy_engines", ">= 1", hw.copy_engines);
+  }
+  if (hw.transfer_latency_ns < 0) {
+    return FieldError(hw, "transfer_latency_ns", ">= 0",
+                      static_cast<double>(hw.transfer_latency_ns));
+  }
+  if (hw.kernel_launch_ns < 0) {
+    return FieldError(hw, "kernel_launch_ns", ">= 0",
+                      static_cast<double>(hw.kernel_launch_ns));
+  }
+  if (hw.pinned_host_memory_bytes < 0) {
+    return FieldError(hw, "pinned_host_memory_bytes", ">= 0",
+                      static_cast<double>(hw.pinned_host_memory_bytes));
+  }
+  return absl::OkStatus();
+}
+
+const std::vector<Hardware>& HardwareCatalog() {
+  static const std::vector<Hardware>* catalog = new std::vector<Hardware>{
+      A100Pcie4("a100-40gb-pcie4",
+                "NVIDIA A100 40GB (SXM4 or PCIe card; both reach the host "
+                "over PCIe 4.0 x16)",
+                kA100_40MemoryGb, kA100_40HbmGbps, kA100_40HbmEfficiency,
+                kDgxA100_320HostBytesPerGpu),
+      A100Pcie4("a100-80gb-pcie4",
+                "NVIDIA A100 80GB SXM4 (HBM2e 2039 GB/s; the 80GB PCIe card "
+                "has 1935 GB/s)",
+                kA100_80MemoryGb, kA100_80HbmGbps, kA100_80HbmEfficiency,
+                kDgxA100_640HostBytesPerGpu),
+      H100Pcie5(),
+      Gh200C2c(),
+  };
+  return *catalog;
+}
+
+absl::StatusOr<Hardware> FindHardware(absl::string_view name) {
+  std::vector<absl::string_view> names;
+  for (const Hardware& hw : HardwareCatalog()) {
+    if (hw.name == name) return hw;
+    names.push_back(hw.name);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown hardware profile \"", name,
+                   "\"; known: ", absl::StrJoin(names, ", ")));
+}
+
+}  // namespace slackswap

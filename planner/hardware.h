@@ -1,0 +1,67 @@
+// A GPU and its host link in core units (bytes, nanoseconds, bytes per
+// nanosecond), and the built-in catalog of profiles.
+//
+//   absl::StatusOr<Hardware> hw = FindHardware("a100-80gb-pcie4");
+//   int64_t ns = hw->TransferNs(1 << 30, Direction::kD2H, /*both_busy=*/false);
+#ifndef SLACKSWAP_PLANNER_HARDWARE_H_
+#define SLACKSWAP_PLANNER_HARDWARE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace slackswap {
+
+enum class Duplex : uint8_t { kFull, kHalf, kPartial };
+enum class Direction : uint8_t { kD2H, kH2D };
+
+struct Hardware {
+  std::string name;
+  std::string gpu;
+  std::string link;
+  double memory_gb = 0;
+  double peak_tflops_bf16 = 0;
+  double peak_tflops_tf32 = 0;
+  double peak_tflops_fp32 = 0;
+  double hbm_gbps = 0;
+  double hbm_efficiency = 1;
+  double matmul_efficiency = 1;
+  double attn_efficiency_fwd = 1;
+  double attn_efficiency_bwd = 1;
+  double link_theoretical_gbps_per_dir = 0;
+  // GB/s = bytes per nanosecond.
+  double h2d_gbps = 0;
+  double d2h_gbps = 0;
+  // Rates while both directions are busy.
+  double bidir_h2d_gbps = 0;
+  double bidir_d2h_gbps = 0;
+  Duplex duplex = Duplex::kFull;
+  int32_t copy_engines = 2;
+  int64_t transfer_latency_ns = 0;
+  int64_t kernel_launch_ns = 0;
+  int64_t pinned_host_memory_bytes = 0;
+
+  // Both copy directions may run at once: a duplex link and an engine each.
+  bool ConcurrentCopies() const {
+    return duplex != Duplex::kHalf && copy_engines >= 2;
+  }
+  // Bytes per nanosecond in `dir`, given whether the other direction is busy.
+  double Rate(Direction dir, bool both_busy) const;
+  // latency + bytes / rate, rounded up to whole nanoseconds.
+  int64_t TransferNs(int64_t bytes, Direction dir, bool both_busy) const;
+};
+
+// Rejects non-positive rates and efficiencies outside (0, 1], naming the
+// field.
+absl::Status ValidateHardware(const Hardware& hw);
+
+// The built-in profiles, by name.
+const std::vector<Hardware>& HardwareCatalog();
+absl::StatusOr<Hardware> FindHardware(absl::string_view name);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_HARDWARE_H_

@@ -1,0 +1,41 @@
+// A plan: what to do with each saved activation.
+//
+//   Plan plan = Plan::KeepAll(graph);
+//   plan.decisions[t] = {.action = Action::kSwap, .prefetch_after_op = k};
+#ifndef SLACKSWAP_PLANNER_PLAN_H_
+#define SLACKSWAP_PLANNER_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+
+namespace slackswap {
+
+enum class Action : uint8_t { kKeep, kSwap, kRecompute };
+
+const char* ActionName(Action a);
+
+struct Decision {
+  Action action = Action::kKeep;
+  // kSwap: op index whose start issues the prefetch.
+  int32_t prefetch_after_op = kNone;
+  std::string reason;
+  int64_t transfer_ns = 0;
+  int64_t recompute_ns = 0;
+};
+
+struct Plan {
+  std::string policy;
+  int64_t budget_bytes = 0;  // 0: no limit
+  // One entry per tensor of the graph; only saved activations may be moved.
+  std::vector<Decision> decisions;
+
+  static Plan KeepAll(const Graph& g);
+  int64_t CountAction(Action a) const;
+};
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_PLAN_H_

@@ -1,0 +1,608 @@
+#include "planner/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "gtest/gtest.h"
+#include "planner/graph.h"
+#include "testing/reference.h"
+
+namespace slackswap {
+namespace {
+
+using ::google::protobuf::ListValue;
+using ::google::protobuf::Struct;
+using ::google::protobuf::Value;
+using ::slackswap::testing::At;
+using ::slackswap::testing::Number;
+using ::slackswap::testing::Reference;
+using ::testing::HasSubstr;
+
+constexpr double kTolerance = 0.02;
+
+// |got - want| <= 2% of want (exact when want is 0).
+::testing::AssertionResult Within2Pct(double got, double want) {
+  if (std::fabs(got - want) <= kTolerance * std::fabs(want)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "got " << got << ", want " << want << " (off by "
+         << (want == 0 ? 0 : 100 * (got - want) / want) << "%)";
+}
+
+const Struct& Variant(const std::string& model, const std::string& att) {
+  return At(Reference(), {"models", model, "attention", att}).struct_value();
+}
+
+const ListValue& Ops(const Struct& variant, const std::string& section) {
+  return variant.fields().at(section).list_value();
+}
+
+double Field(const Struct& s, const std::string& key) {
+  return s.fields().at(key).number_value();
+}
+
+std::string Str(const Struct& s, const std::string& key) {
+  auto it = s.fields().find(key);
+  return it == s.fields().end() ? "" : it->second.string_value();
+}
+
+Graph BuildIndexed(const std::string& model, const std::string& att) {
+  absl::StatusOr<TransformerConfig> c = FindPreset(model);
+  EXPECT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<Attention> a = ParseAttention(att);
+  EXPECT_TRUE(a.ok()) << a.status();
+  c->attention = *a;
+  absl::StatusOr<Graph> g = BuildTransformer(*c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  absl::Status s = IndexGraph(*g);
+  EXPECT_TRUE(s.ok()) << s;
+  return *std::move(g);
+}
+
+Graph BuildIndexed(const TransformerConfig& c) {
+  absl::StatusOr<Graph> g = BuildTransformer(c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  absl::Status s = IndexGraph(*g);
+  EXPECT_TRUE(s.ok()) << s;
+  return *std::move(g);
+}
+
+double Flops(const Graph& g, Phase phase, int32_t layer = -2) {
+  double sum = 0;
+  for (const Op& op : g.ops) {
+    if (op.phase == phase && (layer == -2 || op.layer == layer)) {
+      sum += op.cost.flops;
+    }
+  }
+  return sum;
+}
+
+// Distinct saved activations read by the backward ops of `layer`.
+int64_t SavedBytesOfLayer(const Graph& g, int32_t layer) {
+  std::set<int32_t> saved;
+  for (const Op& op : g.ops) {
+    if (op.phase != Phase::kBackward || op.layer != layer) continue;
+    for (int32_t t : op.inputs) {
+      if (g.index.is_saved[t]) saved.insert(t);
+    }
+  }
+  int64_t sum = 0;
+  for (int32_t t : saved) sum += g.tensors[t].bytes;
+  return sum;
+}
+
+std::map<std::string, int32_t> OpsByName(const Graph& g) {
+  std::map<std::string, int32_t> m;
+  for (int32_t i = 0; i < static_cast<int32_t>(g.ops.size()); ++i) {
+    EXPECT_TRUE(m.emplace(g.ops[i].name, i).second)
+        << "duplicate op name " << g.ops[i].name;
+  }
+  return m;
+}
+
+OpKind KindOf(const std::string& ref_kind) {
+  if (ref_kind == "matmul") return OpKind::kMatmul;
+  if (ref_kind == "batched_matmul") return OpKind::kBatchedMatmul;
+  if (ref_kind == "flash_attention") return OpKind::kFlashAttention;
+  return OpKind::kMemoryBound;
+}
+
+struct Case {
+  std::string model;
+  std::string attention;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << "/" << c.attention;
+}
+
+class TransformerReferenceTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    g_ = BuildIndexed(GetParam().model, GetParam().attention);
+    layers_ = static_cast<int32_t>(
+        Number(Reference(), {"models", GetParam().model, "config", "L"}));
+  }
+  const Struct& variant() const {
+    return Variant(GetParam().model, GetParam().attention);
+  }
+  double Total(const std::string& key) const {
+    return Field(variant().fields().at("totals").struct_value(), key);
+  }
+
+  Graph g_;
+  int32_t layers_ = 0;
+};
+
+TEST_P(TransformerReferenceTest, ConfigMatchesReference) {
+  const std::string& m = GetParam().model;
+  absl::StatusOr<TransformerConfig> c = FindPreset(m);
+  ASSERT_TRUE(c.ok());
+  const Struct& ref = Reference();
+  EXPECT_EQ(c->layers, Number(ref, {"models", m, "config", "L"}));
+  EXPECT_EQ(c->hidden, Number(ref, {"models", m, "config", "h"}));
+  EXPECT_EQ(c->heads, Number(ref, {"models", m, "config", "a"}));
+  EXPECT_EQ(c->ffn, Number(ref, {"models", m, "config", "f"}));
+  EXPECT_EQ(c->vocab, Number(ref, {"models", m, "config", "V"}));
+  EXPECT_EQ(c->seq, Number(ref, {"models", m, "config", "s"}));
+  EXPECT_EQ(c->batch, Number(ref, {"models", m, "config", "b"}));
+  EXPECT_EQ(c->dropout, Number(ref, {"models", m, "config", "dropout"}) > 0);
+  EXPECT_EQ(c->attention, Attention::kFlash);
+  EXPECT_EQ(At(ref, {"models", m, "reference_attention"}).string_value(),
+            "flash");
+}
+
+TEST_P(TransformerReferenceTest, TotalsWithin2Percent) {
+  EXPECT_TRUE(Within2Pct(Flops(g_, Phase::kForward), Total("fwd_flops")));
+  EXPECT_TRUE(Within2Pct(Flops(g_, Phase::kBackward), Total("bwd_flops")));
+  const int32_t mid = layers_ / 2;
+  EXPECT_TRUE(
+      Within2Pct(Flops(g_, Phase::kForward, mid), Total("layer_fwd_flops")));
+  EXPECT_TRUE(Within2Pct(static_cast<double>(SavedBytesOfLayer(g_, mid)),
+                         Total("saved_bytes_per_layer")));
+  const double all = Total("saved_bytes_all_layers") +
+                     Total("saved_bytes_pre_ops") +
+                     Total("saved_bytes_post_ops");
+  EXPECT_TRUE(Within2Pct(static_cast<double>(g_.index.saved_bytes), all));
+  EXPECT_TRUE(Within2Pct(static_cast<double>(g_.index.saved_bytes),
+                         Total("unconstrained_activation_peak_bytes")));
+  // The only difference is the int64 token ids, which are static inputs here.
+  double ids = 0;
+  for (const Value& op : Ops(variant(), "pre_ops").values()) {
+    for (const Value& s :
+         op.struct_value().fields().at("saved").list_value().values()) {
+      if (Str(s.struct_value(), "dtype") == "int64") {
+        ids += Field(s.struct_value(), "bytes");
+      }
+    }
+  }
+  EXPECT_EQ(
+      g_.index.saved_bytes,
+      static_cast<int64_t>(Total("unconstrained_activation_peak_bytes") - ids));
+}
+
+TEST_P(TransformerReferenceTest, OpsMatchReference) {
+  std::map<std::string, int32_t> by_name = OpsByName(g_);
+  const int32_t n = static_cast<int32_t>(g_.ops.size());
+  int32_t expected_fwd_ops = 0;
+  for (const std::string section : {"pre_ops", "layer_ops", "post_ops"}) {
+    const bool in_layer = section == "layer_ops";
+    const ListValue& ops = Ops(variant(), section);
+    expected_fwd_ops += ops.values_size() * (in_layer ? layers_ : 1);
+    for (const Value& v : ops.values()) {
+      const Struct& ref = v.struct_value();
+      const std::string name = Str(ref, "name");
+      for (int32_t l : in_layer ? std::vector<int32_t>{0, layers_ - 1}
+                                : std::vector<int32_t>{-1}) {
+        const std::string full =
+            l < 0 ? name : "L" + std::to_string(l) + "." + name;
+        SCOPED_TRACE(full);
+        auto it = by_name.find(full);
+        ASSERT_NE(it, by_name.end()) << "no op " << full;
+        const Op& fwd = g_.ops[it->second];
+        const int32_t bwd_index = n - 1 - it->second;
+        const Op& bwd = g_.ops[bwd_index];
+        EXPECT_EQ(bwd.name, full + ".bwd");
+        EXPECT_EQ(fwd.phase, Phase::kForward);
+        EXPECT_EQ(bwd.phase, Phase::kBackward);
+        EXPECT_EQ(fwd.layer, l);
+        EXPECT_EQ(bwd.layer, l);
+        EXPECT_EQ(fwd.cost.kind, KindOf(Str(ref, "kind")));
+        EXPECT_EQ(bwd.cost.kind, KindOf(Str(ref, "kind")));
+        EXPECT_TRUE(Within2Pct(fwd.cost.flops, Field(ref, "fwd_flops")));
+        EXPECT_TRUE(Within2Pct(bwd.cost.flops, Field(ref, "bwd_flops")));
+        EXPECT_TRUE(Within2Pct(static_cast<double>(fwd.cost.bytes_accessed),
+                               Field(ref, "fwd_hbm_bytes")));
+        EXPECT_TRUE(Within2Pct(static_cast<double>(bwd.cost.bytes_accessed),
+                               Field(ref, "bwd_hbm_bytes")));
+        EXPECT_EQ(fwd.cost.kernels, Field(ref, "fwd_kernels"));
+        EXPECT_EQ(bwd.cost.kernels, Field(ref, "bwd_kernels"));
+
+        // Saved tensors: classes and bytes (aliases resolved, token ids are
+        // static inputs).
+        std::vector<std::string> want_classes;
+        double want_bytes = 0;
+        for (const Value& sv : ref.fields().at("saved").list_value().values()) {
+          const Struct* s = &sv.struct_value();
+          if (Str(*s, "dtype") == "int64") continue;
+          const std::string alias = Str(*s, "alias_of");
+          const std::string tensor = Str(*s, "tensor");
+          if (!alias.empty()) {
+            std::vector<std::string> parts = absl::StrSplit(alias, '.');
+            ASSERT_EQ(parts.size(), 2u);
+            const Struct* found = nullptr;
+            for (const Value& o : ops.values()) {
+              if (Str(o.struct_value(), "name") != parts[0]) continue;
+              for (const Value& s2 : o.struct_value()
+                                         .fields()
+                                         .at("saved")
+                                         .list_value()
+                                         .values()) {
+                if (Str(s2.struct_value(), "tensor") == parts[1]) {
+                  found = &s2.struct_value();
+                }
+              }
+            }
+            ASSERT_NE(found, nullptr) << alias;
+            s = found;
+          }
+          std::vector<std::string> names = absl::StrSplit(tensor, ',');
+          for (size_t i = 0; i < names.size(); ++i) {
+            want_classes.push_back(Str(*s, "recompute_class"));
+          }
+          want_bytes += Field(*s, "bytes");
+        }
+        std::vector<std::string> got_classes;
+        double got_bytes = 0;
+        for (int32_t t : bwd.inputs) {
+          if (!g_.index.is_saved[t]) continue;
+          got_classes.push_back(
+              RecomputeClassName(g_.tensors[t].recompute_class));
+          got_bytes += g_.tensors[t].bytes;
+        }
+        std::sort(want_classes.begin(), want_classes.end());
+        std::sort(got_classes.begin(), got_classes.end());
+        EXPECT_EQ(got_classes, want_classes);
+        EXPECT_TRUE(Within2Pct(got_bytes, want_bytes));
+      }
+    }
+  }
+  EXPECT_EQ(n, 2 * expected_fwd_ops);
+}
+
+TEST_P(TransformerReferenceTest, BackwardMirrorsForward) {
+  const int32_t n = static_cast<int32_t>(g_.ops.size());
+  ASSERT_EQ(n % 2, 0);
+  EXPECT_EQ(g_.index.first_backward_op, n / 2);
+  for (int32_t i = 0; i < n / 2; ++i) {
+    EXPECT_EQ(g_.ops[i].phase, Phase::kForward);
+    EXPECT_EQ(g_.ops[n - 1 - i].name, g_.ops[i].name + ".bwd");
+  }
+}
+
+TEST_P(TransformerReferenceTest, GradientsAndMasks) {
+  for (int32_t t = 0; t < static_cast<int32_t>(g_.tensors.size()); ++t) {
+    const Tensor& tensor = g_.tensors[t];
+    if (tensor.kind == TensorKind::kGradient) {
+      // Produced in backward and consumed in backward.
+      ASSERT_NE(g_.index.producer[t], kNone) << tensor.name;
+      EXPECT_EQ(g_.ops[g_.index.producer[t]].phase, Phase::kBackward);
+      EXPECT_NE(g_.index.last_use[t], kNone) << tensor.name;
+    }
+    if (tensor.dtype == "uint8") {
+      EXPECT_EQ(tensor.recompute_class, RecomputeClass::kRngMask);
+      ASSERT_TRUE(tensor.rebuild.has_value()) << tensor.name;
+      EXPECT_TRUE(tensor.rebuild->inputs.empty());
+      EXPECT_EQ(tensor.rebuild->cost.bytes_accessed, tensor.bytes);
+      EXPECT_EQ(tensor.rebuild->cost.kernels, 1);
+    } else {
+      EXPECT_FALSE(tensor.rebuild.has_value()) << tensor.name;
+    }
+    if (g_.index.is_saved[t]) {
+      EXPECT_NE(tensor.recompute_class, RecomputeClass::kUnspecified)
+          << tensor.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, TransformerReferenceTest,
+    ::testing::Values(Case{"bert-large", "flash"},
+                      Case{"bert-large", "unfused"}, Case{"gpt2-xl", "flash"},
+                      Case{"gpt2-xl", "unfused"}, Case{"llama-7b", "flash"},
+                      Case{"llama-7b", "unfused"}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string s = info.param.model + "_" + info.param.attention;
+      std::replace(s.begin(), s.end(), '-', '_');
+      return s;
+    });
+
+int32_t Find(const Graph& g, const std::string& name) {
+  for (int32_t i = 0; i < static_cast<int32_t>(g.tensors.size()); ++i) {
+    if (g.tensors[i].name == name) return i;
+  }
+  return kNone;
+}
+
+TEST(TransformerGraphTest, ResidualBranchReceivesTwoGradients) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  ASSERT_TRUE(c.ok());
+  c->layers = 2;
+  Graph g = BuildIndexed(*c);
+  // L0's output r2 feeds L1.ln_1 and L1.attn_residual_add.
+  const int32_t r2 = Find(g, "L0.r2");
+  ASSERT_NE(r2, kNone);
+  EXPECT_TRUE(g.index.is_saved[r2]);
+  EXPECT_EQ(g.tensors[r2].recompute_class, RecomputeClass::kResidualStream);
+  const Op& add_bwd = g.ops[g.index.producer[r2]];
+  ASSERT_EQ(add_bwd.name, "L0.mlp_residual_add");
+  int32_t bwd = kNone;
+  for (int32_t i = 0; i < static_cast<int32_t>(g.ops.size()); ++i) {
+    if (g.ops[i].name == "L0.mlp_residual_add.bwd") bwd = i;
+  }
+  ASSERT_NE(bwd, kNone);
+  int grads = 0;
+  for (int32_t t : g.ops[bwd].inputs) {
+    if (g.tensors[t].kind == TensorKind::kGradient) {
+      ++grads;
+      EXPECT_THAT(g.tensors[t].name, HasSubstr("L0.r2.grad"));
+    }
+  }
+  EXPECT_EQ(grads, 2);
+  // It writes the gradients of its two inputs.
+  EXPECT_EQ(g.ops[bwd].outputs.size(), 2u);
+}
+
+TEST(TransformerGraphTest, SeparateTensorsAsSaved) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("llama-7b");
+  ASSERT_TRUE(c.ok());
+  c->layers = 1;
+  Graph g = BuildIndexed(*c);
+  const int64_t thd = c->batch * c->seq * c->hidden * 2;
+  for (const char* name : {"L0.q", "L0.k", "L0.v", "L0.q_r", "L0.k_r"}) {
+    const int32_t t = Find(g, name);
+    ASSERT_NE(t, kNone) << name;
+    EXPECT_EQ(g.tensors[t].bytes, thd) << name;
+  }
+  // RoPE's inputs are not saved; its outputs and v are.
+  EXPECT_FALSE(g.index.is_saved[Find(g, "L0.q")]);
+  EXPECT_FALSE(g.index.is_saved[Find(g, "L0.k")]);
+  EXPECT_TRUE(g.index.is_saved[Find(g, "L0.q_r")]);
+  EXPECT_TRUE(g.index.is_saved[Find(g, "L0.v")]);
+  const int32_t lse = Find(g, "L0.lse");
+  ASSERT_NE(lse, kNone);
+  EXPECT_EQ(g.tensors[lse].bytes, c->batch * c->heads * c->seq * 4);
+  EXPECT_EQ(g.tensors[Find(g, "L0.attn_norm.stats")].bytes,
+            c->batch * c->seq * 4);
+  // Token ids are static inputs; parameters are static.
+  const int32_t ids = Find(g, "input_ids");
+  ASSERT_NE(ids, kNone);
+  EXPECT_EQ(g.tensors[ids].kind, TensorKind::kInput);
+  EXPECT_FALSE(g.index.is_saved[ids]);
+  const int32_t w = Find(g, "L0.qkv_proj.weight");
+  ASSERT_NE(w, kNone);
+  EXPECT_EQ(g.tensors[w].kind, TensorKind::kParameter);
+  EXPECT_EQ(g.tensors[w].bytes, 3 * c->hidden * c->hidden * 2);
+  EXPECT_GT(g.index.static_bytes, 0);
+}
+
+TEST(TransformerGraphTest, BertHeads) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("bert-large");
+  ASSERT_TRUE(c.ok());
+  c->layers = 1;
+  Graph g = BuildIndexed(*c);
+  const int32_t hm = Find(g, "hm");
+  const int32_t cls = Find(g, "cls");
+  ASSERT_NE(hm, kNone);
+  ASSERT_NE(cls, kNone);
+  EXPECT_EQ(g.tensors[hm].bytes, 80 * c->batch * c->hidden * 2);
+  EXPECT_EQ(g.tensors[cls].bytes, c->batch * c->hidden * 2);
+  EXPECT_EQ(g.index.producer[hm], g.index.producer[cls]);
+  EXPECT_TRUE(g.index.is_saved[cls]);
+  const int32_t probs = Find(g, "mlm_probs");
+  ASSERT_NE(probs, kNone);
+  EXPECT_EQ(g.tensors[probs].dtype, "fp32");
+  EXPECT_EQ(g.tensors[probs].recompute_class, RecomputeClass::kLoss);
+}
+
+TEST(TransformerOverrideTest, LayersScaleTotals) {
+  for (const std::string& name : PresetNames()) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<TransformerConfig> c = FindPreset(name);
+    ASSERT_TRUE(c.ok());
+    const std::string& m = name;
+    c->layers = 2;
+    Graph g2 = BuildIndexed(*c);
+    c->layers = 3;
+    Graph g3 = BuildIndexed(*c);
+    const Struct& totals =
+        Variant(m, "flash").fields().at("totals").struct_value();
+    EXPECT_TRUE(Within2Pct(
+        static_cast<double>(g3.index.saved_bytes - g2.index.saved_bytes),
+        Field(totals, "saved_bytes_per_layer")));
+    EXPECT_TRUE(
+        Within2Pct(Flops(g3, Phase::kForward) - Flops(g2, Phase::kForward),
+                   Field(totals, "layer_fwd_flops")));
+    EXPECT_EQ(g3.ops.size() - g2.ops.size(),
+              2 * Ops(Variant(m, "flash"), "layer_ops").values_size());
+  }
+}
+
+TEST(TransformerOverrideTest, BatchScalesLinearly) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  ASSERT_TRUE(c.ok());
+  c->layers = 2;
+  Graph g1 = BuildIndexed(*c);
+  c->batch *= 2;
+  Graph g2 = BuildIndexed(*c);
+  EXPECT_EQ(g2.index.saved_bytes, 2 * g1.index.saved_bytes);
+  EXPECT_DOUBLE_EQ(Flops(g2, Phase::kForward), 2 * Flops(g1, Phase::kForward));
+  // Parameters do not depend on the batch.
+  EXPECT_EQ(g2.index.static_bytes - g1.index.static_bytes,
+            c->batch / 2 * c->seq * 8);  // only the token ids grow
+}
+
+TEST(TransformerOverrideTest, SeqAndAttention) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  ASSERT_TRUE(c.ok());
+  c->layers = 1;
+  c->attention = Attention::kUnfused;
+  Graph g1 = BuildIndexed(*c);
+  const int64_t probs = g1.tensors[Find(g1, "L0.probs")].bytes;
+  EXPECT_EQ(probs, c->batch * c->heads * c->seq * c->seq * 2);
+  c->seq /= 2;
+  Graph g2 = BuildIndexed(*c);
+  EXPECT_EQ(g2.tensors[Find(g2, "L0.probs")].bytes, probs / 4);
+  c->attention = Attention::kFlash;
+  Graph g3 = BuildIndexed(*c);
+  EXPECT_EQ(Find(g3, "L0.probs"), kNone);
+  EXPECT_LT(g3.index.saved_bytes, g2.index.saved_bytes);
+}
+
+TEST(TransformerOverrideTest, DtypeAndDropout) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  ASSERT_TRUE(c.ok());
+  c->layers = 1;
+  Graph g2 = BuildIndexed(*c);
+  c->dtype_bytes = 4;
+  Graph g4 = BuildIndexed(*c);
+  EXPECT_EQ(g4.tensors[Find(g4, "L0.u")].bytes,
+            2 * g2.tensors[Find(g2, "L0.u")].bytes);
+  EXPECT_EQ(g4.tensors[Find(g4, "L0.u")].dtype, "fp32");
+  // Masks stay 1 byte per element.
+  EXPECT_EQ(g4.tensors[Find(g4, "L0.attn_resid_dropout.mask")].bytes,
+            g2.tensors[Find(g2, "L0.attn_resid_dropout.mask")].bytes);
+  c->dtype_bytes = 2;
+  c->dropout = false;
+  Graph g = BuildIndexed(*c);
+  for (const Tensor& t : g.tensors) EXPECT_NE(t.dtype, "uint8") << t.name;
+  EXPECT_EQ(g.ops.size() + 2 * 3, g2.ops.size());  // 3 dropouts fewer
+}
+
+TEST(TransformerOverrideTest, SmallCustomModelsIndex) {
+  for (Arch arch : {Arch::kEncoderPostNorm, Arch::kDecoderPreNorm}) {
+    for (Attention att : {Attention::kFlash, Attention::kUnfused}) {
+      for (bool dropout : {false, true}) {
+        for (bool llama_style : {false, true}) {
+          TransformerConfig c;
+          c.name = "tiny";
+          c.arch = arch;
+          c.layers = 2;
+          c.hidden = 8;
+          c.heads = 2;
+          c.ffn = 16;
+          c.vocab = 11;
+          c.seq = 4;
+          c.batch = 3;
+          c.dropout = dropout;
+          c.attention = att;
+          c.max_pred_per_seq = 2;
+          if (llama_style) {
+            c.activation = Activation::kSwiGlu;
+            c.norm = Norm::kRmsNorm;
+            c.rope = true;
+          }
+          absl::StatusOr<Graph> g = BuildTransformer(c);
+          ASSERT_TRUE(g.ok()) << g.status();
+          absl::Status s = IndexGraph(*g);
+          EXPECT_TRUE(s.ok()) << s;
+          EXPECT_GT(g->index.saved_bytes, 0);
+        }
+      }
+    }
+  }
+}
+
+void ExpectInvalid(const TransformerConfig& c, const std::string& field) {
+  absl::Status s = ValidateTransformerConfig(c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(field));
+  EXPECT_EQ(BuildTransformer(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TransformerValidateTest, RejectsBadConfigs) {
+  const TransformerConfig base = *FindPreset("gpt2-xl");
+  EXPECT_TRUE(ValidateTransformerConfig(base).ok());
+  TransformerConfig c = base;
+  c.layers = 0;
+  ExpectInvalid(c, "layers must be > 0, got 0");
+  c = base;
+  c.layers = 1000000;
+  ExpectInvalid(c, "layers");
+  c = base;
+  c.hidden = -5;
+  ExpectInvalid(c, "hidden must be > 0, got -5");
+  c = base;
+  c.heads = 0;
+  ExpectInvalid(c, "heads");
+  c = base;
+  c.heads = 7;
+  ExpectInvalid(c, "divisible by heads");
+  c = base;
+  c.ffn = 0;
+  ExpectInvalid(c, "ffn");
+  c = base;
+  c.vocab = -1;
+  ExpectInvalid(c, "vocab");
+  c = base;
+  c.seq = 0;
+  ExpectInvalid(c, "seq");
+  c = base;
+  c.batch = 0;
+  ExpectInvalid(c, "batch");
+  c = base;
+  c.dtype_bytes = 0;
+  ExpectInvalid(c, "dtype_bytes");
+  c = base;
+  c.seq = int64_t{1} << 40;
+  ExpectInvalid(c, "seq");
+  c = base;
+  c.batch = int64_t{1} << 50;
+  ExpectInvalid(c, "batch");
+  c = base;
+  c.vocab = int64_t{1} << 55;
+  ExpectInvalid(c, "vocab");
+  c = *FindPreset("bert-large");
+  c.max_pred_per_seq = 0;
+  ExpectInvalid(c, "max_pred_per_seq");
+  c.max_pred_per_seq = c.seq + 1;
+  ExpectInvalid(c, "max_pred_per_seq");
+}
+
+TEST(TransformerPresetTest, NamesAndLookup) {
+  EXPECT_THAT(PresetNames(),
+              ::testing::ElementsAre("bert-large", "gpt2-xl", "llama-7b"));
+  for (const std::string& name : PresetNames()) {
+    absl::StatusOr<TransformerConfig> c = FindPreset(name);
+    ASSERT_TRUE(c.ok()) << name;
+    EXPECT_EQ(c->name, name);
+    EXPECT_TRUE(ValidateTransformerConfig(*c).ok());
+  }
+  absl::StatusOr<TransformerConfig> bad = FindPreset("gpt5");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("bert-large, gpt2-xl, llama-7b"));
+}
+
+TEST(TransformerPresetTest, ParseAttention) {
+  EXPECT_EQ(*ParseAttention("flash"), Attention::kFlash);
+  EXPECT_EQ(*ParseAttention("unfused"), Attention::kUnfused);
+  absl::StatusOr<Attention> bad = ParseAttention("sparse");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("attention"));
+}
+
+}  // namespace
+}  // namespace slackswap

@@ -1,0 +1,284 @@
+#include "sim/schedule.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace slackswap {
+namespace {
+
+using TaskItem = std::pair<int32_t, int32_t>;  // (task, tensor)
+
+TaskLists BuildLists(const std::vector<TaskItem>& items, int32_t num_tasks) {
+  TaskLists lists;
+  lists.offsets.assign(num_tasks + 1, 0);
+  for (const TaskItem& it : items) ++lists.offsets[it.first + 1];
+  for (int32_t i = 0; i < num_tasks; ++i) {
+    lists.offsets[i + 1] += lists.offsets[i];
+  }
+  lists.items.resize(items.size());
+  std::vector<int32_t> fill(lists.offsets.begin(), lists.offsets.end() - 1);
+  // Stable: items keep the order they were recorded in within a task.
+  for (const TaskItem& it : items) lists.items[fill[it.first]++] = it.second;
+  return lists;
+}
+
+// Where a tensor is, as the lowering walks the launch order.
+enum class Where : uint8_t {
+  kStatic,   // never produced: resident throughout
+  kAbsent,   // not produced yet
+  kLive,     // on the GPU
+  kOnHost,   // swapped out; the first task that needs it waits for it
+  kDropped,  // freed; must be rebuilt if needed again
+  kTemp,     // rebuilt for a recompute chain, freed after its last reader
+};
+
+class Lowerer {
+ public:
+  Lowerer(const Graph& g, const Plan& plan, const OpDurations& d)
+      : g_(g), idx_(g.index), plan_(plan), d_(d) {}
+
+  absl::StatusOr<Schedule> Run() {
+    absl::Status s = CheckPlan();
+    if (!s.ok()) return s;
+
+    const int32_t num_tensors = static_cast<int32_t>(g_.tensors.size());
+    const int32_t num_ops = static_cast<int32_t>(g_.ops.size());
+    where_.assign(num_tensors, Where::kAbsent);
+    temp_last_reader_.assign(num_tensors, kNone);
+    out_.is_activation = idx_.is_saved;
+    out_.task_of_op.assign(num_ops, kNone);
+    out_.first_need.assign(num_tensors, kNone);
+    for (int32_t t = 0; t < num_tensors; ++t) {
+      if (idx_.producer[t] == kNone) where_[t] = Where::kStatic;
+    }
+    prefetch_at_op_.assign(num_ops, {});
+    for (int32_t t = 0; t < num_tensors; ++t) {
+      const Decision& d = plan_.decisions[t];
+      if (d.action == Action::kSwap) {
+        prefetch_at_op_[d.prefetch_after_op].push_back(t);
+      }
+    }
+
+    out_.swapped_tensors = plan_.CountAction(Action::kSwap);
+    out_.recomputed_tensors = plan_.CountAction(Action::kRecompute);
+    out_.tasks.reserve(num_ops);
+    for (int32_t o = 0; o < num_ops; ++o) LowerOp(o);
+
+    const int32_t num_tasks = static_cast<int32_t>(out_.tasks.size());
+    out_.waits = BuildLists(waits_, num_tasks);
+    out_.allocs = BuildLists(allocs_, num_tasks);
+    out_.frees = BuildLists(frees_, num_tasks);
+    out_.swap_outs = BuildLists(swap_outs_, num_tasks);
+    out_.forward_done = BuildLists(forward_done_, num_tasks);
+    out_.prefetches = BuildLists(prefetches_, num_tasks);
+
+    for (int32_t t = 0; t < num_tensors; ++t) {
+      const Decision& d = plan_.decisions[t];
+      if (d.action != Action::kSwap) continue;
+      const int32_t issue = out_.task_of_op[d.prefetch_after_op];
+      if (out_.first_need[t] == kNone || issue >= out_.first_need[t]) {
+        const int32_t need = out_.first_need[t] == kNone
+                                 ? kNone
+                                 : out_.tasks[out_.first_need[t]].op;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "decision for ", g_.TensorLabel(t), ": prefetch_after_op ",
+            g_.OpLabel(d.prefetch_after_op),
+            " must start before the tensor's first backward need at ",
+            g_.OpLabel(need)));
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
+  absl::Status CheckPlan() const {
+    if (plan_.decisions.size() != g_.tensors.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan has ", plan_.decisions.size(), " decisions for a graph of ",
+          g_.tensors.size(), " tensors"));
+    }
+    const int32_t num_ops = static_cast<int32_t>(g_.ops.size());
+    for (size_t i = 0; i < plan_.decisions.size(); ++i) {
+      const int32_t t = static_cast<int32_t>(i);
+      const Decision& d = plan_.decisions[t];
+      if (d.action == Action::kKeep) continue;
+      if (!idx_.is_saved[t]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("decision for ", g_.TensorLabel(t),
+                         ": only saved activations "
+                         "(produced in forward, read in backward) can be ",
+                         d.action == Action::kSwap ? "swapped" : "recomputed"));
+      }
+      if (d.action != Action::kSwap) continue;
+      const int32_t k = d.prefetch_after_op;
+      if (k < 0 || k >= num_ops) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("decision for ", g_.TensorLabel(t),
+                         ": swap needs prefetch_after_op, an op of the graph"));
+      }
+      const int32_t after = std::max(idx_.producer[t], idx_.last_fwd_use[t]);
+      if (k <= after) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "decision for ", g_.TensorLabel(t), ": prefetch_after_op ",
+            g_.OpLabel(k), " must come after the tensor's last forward use ",
+            g_.OpLabel(after)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  Action ActionOf(int32_t t) const { return plan_.decisions[t].action; }
+
+  int32_t NewTask(Task task) {
+    out_.tasks.push_back(task);
+    return static_cast<int32_t>(out_.tasks.size()) - 1;
+  }
+
+  // Makes `inputs` resident (rebuilding what is dropped), then appends
+  // `task`, which waits for the inputs still on the host.
+  int32_t EmitReading(const std::vector<int32_t>& inputs, Task task) {
+    for (int32_t in : inputs) Materialize(in);
+    const int32_t id = NewTask(task);
+    for (int32_t in : inputs) {
+      if (where_[in] == Where::kOnHost) {
+        waits_.push_back({id, in});
+        if (out_.first_need[in] == kNone) out_.first_need[in] = id;
+        where_[in] = Where::kLive;
+      } else if (where_[in] == Where::kTemp) {
+        temp_last_reader_[in] = id;
+      }
+    }
+    return id;
+  }
+
+  void Materialize(int32_t t) {
+    if (where_[t] == Where::kDropped) Rebuild(t);
+  }
+
+  void Rebuild(int32_t t) {
+    const Tensor& tensor = g_.tensors[t];
+    const int32_t p = idx_.producer[t];
+    Task task;
+    task.op = p;
+    task.recompute = true;
+    std::vector<int32_t> restored = {t};
+    const std::vector<int32_t>* inputs;
+    if (tensor.rebuild.has_value()) {
+      task.rebuild_of = t;
+      task.duration_ns = d_.rebuild_ns[t];
+      inputs = &tensor.rebuild->inputs;
+    } else {
+      task.duration_ns = d_.op_ns[p];
+      task.workspace_bytes = g_.ops[p].workspace_bytes;
+      inputs = &g_.ops[p].inputs;
+      for (int32_t sibling : g_.ops[p].outputs) {
+        if (sibling != t && where_[sibling] == Where::kDropped &&
+            idx_.is_saved[sibling] && ActionOf(sibling) == Action::kRecompute &&
+            idx_.last_use[sibling] >= current_op_) {
+          restored.push_back(sibling);
+        }
+      }
+    }
+    const int32_t id = EmitReading(*inputs, task);
+    for (int32_t r : restored) {
+      allocs_.push_back({id, r});
+      // A saved tensor lives until its last use; anything else (or a saved
+      // tensor needed again after its last use) only for this chain.
+      if (idx_.is_saved[r] && idx_.last_use[r] >= current_op_) {
+        where_[r] = Where::kLive;
+      } else {
+        where_[r] = Where::kTemp;
+        temp_last_reader_[r] = id;
+        temps_.push_back(r);
+      }
+    }
+  }
+
+  void LowerOp(int32_t o) {
+    const Op& op = g_.ops[o];
+    current_op_ = o;
+    Task task;
+    task.op = o;
+    task.duration_ns = d_.op_ns[o];
+    task.workspace_bytes = op.workspace_bytes;
+    const int32_t id = EmitReading(op.inputs, task);
+    out_.task_of_op[o] = id;
+
+    for (int32_t t : prefetch_at_op_[o]) prefetches_.push_back({id, t});
+
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const int32_t in = op.inputs[i];
+      bool seen = false;
+      for (size_t j = 0; j < i; ++j) seen |= op.inputs[j] == in;
+      if (seen || where_[in] == Where::kStatic) continue;
+      if (idx_.last_use[in] == o) {
+        frees_.push_back({id, in});
+        where_[in] = Where::kDropped;
+      } else if (idx_.is_saved[in] && idx_.last_fwd_use[in] == o) {
+        ReleaseAfterForward(id, in);
+      }
+    }
+    for (int32_t out : op.outputs) {
+      allocs_.push_back({id, out});
+      where_[out] = Where::kLive;
+      if (idx_.is_saved[out] && ActionOf(out) == Action::kSwap) {
+        swap_outs_.push_back({id, out});
+      }
+      if (idx_.last_use[out] == kNone) {
+        frees_.push_back({id, out});
+        where_[out] = Where::kDropped;
+      } else if (idx_.is_saved[out] && idx_.last_fwd_use[out] == kNone) {
+        ReleaseAfterForward(kNone, out);
+        if (ActionOf(out) == Action::kRecompute) frees_.push_back({id, out});
+      }
+    }
+
+    for (int32_t t : temps_) {
+      frees_.push_back({temp_last_reader_[t], t});
+      where_[t] = Where::kDropped;
+    }
+    temps_.clear();
+  }
+
+  // The forward pass is done with saved tensor t at task `id` (kNone: it had
+  // no forward reader and the caller frees it).
+  void ReleaseAfterForward(int32_t id, int32_t t) {
+    switch (ActionOf(t)) {
+      case Action::kKeep:
+        break;
+      case Action::kRecompute:
+        if (id != kNone) frees_.push_back({id, t});
+        where_[t] = Where::kDropped;
+        break;
+      case Action::kSwap:
+        if (id != kNone) forward_done_.push_back({id, t});
+        where_[t] = Where::kOnHost;
+        break;
+    }
+  }
+
+  const Graph& g_;
+  const GraphIndex& idx_;
+  const Plan& plan_;
+  const OpDurations& d_;
+
+  Schedule out_;
+  std::vector<Where> where_;
+  std::vector<int32_t> temp_last_reader_;
+  std::vector<int32_t> temps_;
+  std::vector<std::vector<int32_t>> prefetch_at_op_;
+  int32_t current_op_ = 0;
+  std::vector<TaskItem> waits_, allocs_, frees_, swap_outs_, forward_done_,
+      prefetches_;
+};
+
+}  // namespace
+
+absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
+                                   const OpDurations& durations) {
+  return Lowerer(g, plan, durations).Run();
+}
+
+}  // namespace slackswap

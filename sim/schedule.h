@@ -1,0 +1,85 @@
+// Lowers (graph, plan, durations) into the compute-stream task list the
+// simulator executes: the graph's ops in launch order, with recompute tasks
+// inserted right before the first backward need of each dropped tensor, and
+// per task what it allocates, frees, swaps out and prefetches.
+//
+//   absl::StatusOr<Schedule> s = LowerPlan(graph, plan, durations);
+//   for (const Task& task : s->tasks) { ... s->Allocs(i) ... }
+//
+// Recompute semantics (DESIGN.md section 4): a dropped tensor is rebuilt by
+// re-running its producer, or its Rebuild recipe, after making each input
+// resident: kept and live tensors are used as they are, swapped ones are
+// waited for, dropped ones are rebuilt recursively (a chain). Re-running an
+// op also restores its other outputs that the plan recomputes and that are
+// still dropped, so q, k and v from one projection cost one GEMM. Forward
+// tensors nobody saved are rebuilt as temporaries and freed after the last
+// recompute task that reads them.
+#ifndef SLACKSWAP_SIM_SCHEDULE_H_
+#define SLACKSWAP_SIM_SCHEDULE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "planner/cost_model.h"
+#include "planner/graph.h"
+#include "planner/plan.h"
+
+namespace slackswap {
+
+struct Task {
+  int32_t op = kNone;  // the graph op run (or re-run)
+  bool recompute = false;
+  // For a Rebuild recipe: the tensor it rebuilds; kNone otherwise.
+  int32_t rebuild_of = kNone;
+  int64_t duration_ns = 0;
+  int64_t workspace_bytes = 0;
+};
+
+// Lists per task, in CSR layout.
+struct TaskLists {
+  std::vector<int32_t> offsets;  // size tasks + 1
+  std::vector<int32_t> items;
+  absl::Span<const int32_t> Of(int32_t task) const {
+    return absl::MakeConstSpan(items.data() + offsets[task],
+                               offsets[task + 1] - offsets[task]);
+  }
+};
+
+struct Schedule {
+  std::vector<Task> tasks;
+  // Swapped tensors the task must wait for (prefetch finished).
+  TaskLists waits;
+  // Tensors allocated when the task starts.
+  TaskLists allocs;
+  // Tensors freed when the task ends.
+  TaskLists frees;
+  // Swapped tensors whose D2H copy is issued when the task ends.
+  TaskLists swap_outs;
+  // Swapped tensors whose last forward use is this task: one of the two
+  // conditions (with the D2H copy finished) that release the device copy.
+  TaskLists forward_done;
+  // Swapped tensors whose H2D prefetch is issued when the task starts.
+  TaskLists prefetches;
+  // Per tensor: counts against the activation budget (a saved activation).
+  std::vector<bool> is_activation;
+  // Per op: its task (the original run, not a recompute).
+  std::vector<int32_t> task_of_op;
+  // Per tensor: the first task that needs a swapped tensor back; kNone else.
+  std::vector<int32_t> first_need;
+  int64_t swapped_tensors = 0;
+  int64_t recomputed_tensors = 0;
+};
+
+// REQUIRES: IndexGraph(g) succeeded; durations from ComputeDurations(g, hw).
+// Fails with INVALID_ARGUMENT, naming the tensor, when the plan does not fit
+// the graph: wrong size, a decision on a tensor that is not a saved
+// activation, a swap without a valid prefetch point (it must come after the
+// tensor's last forward use and before its first backward need).
+absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
+                                   const OpDurations& durations);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_SIM_SCHEDULE_H_

@@ -1,0 +1,91 @@
+#include "sim/schedule.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace slackswap {
+namespace {
+
+using ::testing::ElementsAre;
+
+Op MakeOp(const char* name, Phase phase, std::vector<int32_t> in,
+          std::vector<int32_t> out) {
+  Op op;
+  op.name = name;
+  op.phase = phase;
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  op.cost.duration_ns = 10;
+  return op;
+}
+
+// x (kept) -> f1 -> y (transient) -> f2 -> z (saved); m: a mask made by f0
+// and rebuilt from the RNG seed; s: swapped.
+struct Fixture {
+  Graph g;
+  int32_t x, y, z, m, s;
+  OpDurations d;
+  Fixture() {
+    x = g.AddTensor({.name = "x", .bytes = 1});
+    y = g.AddTensor({.name = "y", .bytes = 1});
+    z = g.AddTensor({.name = "z", .bytes = 1});
+    Tensor mask{.name = "m", .bytes = 1};
+    mask.rebuild = Rebuild{};
+    m = g.AddTensor(mask);
+    s = g.AddTensor({.name = "s", .bytes = 1});
+    g.AddOp(MakeOp("f0", Phase::kForward, {}, {x, s, m}));  // 0
+    g.AddOp(MakeOp("f1", Phase::kForward, {x}, {y}));       // 1
+    g.AddOp(MakeOp("f2", Phase::kForward, {y}, {z}));       // 2
+    g.AddOp(MakeOp("b2", Phase::kBackward, {z, m}, {}));    // 3
+    g.AddOp(MakeOp("b1", Phase::kBackward, {x, s}, {}));    // 4
+    EXPECT_TRUE(IndexGraph(g).ok());
+    d.op_ns.assign(g.ops.size(), 10);
+    d.rebuild_ns.assign(g.tensors.size(), 0);
+    d.rebuild_ns[m] = 3;
+  }
+};
+
+TEST(LowerPlanTest, InsertsRecomputeChainsBeforeTheFirstNeed) {
+  Fixture f;
+  Plan plan = Plan::KeepAll(f.g);
+  plan.decisions[f.z].action = Action::kRecompute;
+  plan.decisions[f.m].action = Action::kRecompute;
+  plan.decisions[f.s].action = Action::kSwap;
+  plan.decisions[f.s].prefetch_after_op = 3;
+  absl::StatusOr<Schedule> s = LowerPlan(f.g, plan, f.d);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // f0 f1 f2 | re-run f1 (y), re-run f2 (z), regenerate m | b2 b1
+  std::vector<std::pair<int32_t, bool>> order;
+  for (const Task& t : s->tasks) order.push_back({t.op, t.recompute});
+  EXPECT_THAT(order, ElementsAre(std::pair{0, false}, std::pair{1, false},
+                                 std::pair{2, false}, std::pair{1, true},
+                                 std::pair{2, true}, std::pair{0, true},
+                                 std::pair{3, false}, std::pair{4, false}));
+  EXPECT_EQ(s->tasks[5].rebuild_of, f.m);
+  EXPECT_EQ(s->tasks[5].duration_ns, 3);
+  // The temporary y is freed by the last task of the chain that read it.
+  EXPECT_THAT(s->frees.Of(4), ElementsAre(f.y));
+  EXPECT_THAT(s->allocs.Of(4), ElementsAre(f.z));
+  // s: swapped out after f0, released after its last forward use... it has
+  // none, so only its copy counts; prefetched when b2 starts.
+  EXPECT_THAT(s->swap_outs.Of(0), ElementsAre(f.s));
+  EXPECT_THAT(s->prefetches.Of(6), ElementsAre(f.s));
+  EXPECT_THAT(s->waits.Of(7), ElementsAre(f.s));
+  EXPECT_EQ(s->first_need[f.s], 7);
+  EXPECT_EQ(s->task_of_op[3], 6);
+  EXPECT_EQ(s->swapped_tensors, 1);
+  EXPECT_EQ(s->recomputed_tensors, 2);
+}
+
+TEST(LowerPlanTest, KeepAllIsTheGraphItself) {
+  Fixture f;
+  absl::StatusOr<Schedule> s = LowerPlan(f.g, Plan::KeepAll(f.g), f.d);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->tasks.size(), f.g.ops.size());
+  EXPECT_THAT(s->frees.Of(1), ElementsAre());     // x is saved
+  EXPECT_THAT(s->frees.Of(2), ElementsAre(f.y));  // y's last use
+  EXPECT_THAT(s->frees.Of(4), ElementsAre(f.x, f.s));
+}
+
+}  // namespace
+}  // namespace slackswap

@@ -1,0 +1,440 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace slackswap {
+namespace {
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+constexpr int kD2H = 0;
+constexpr int kH2D = 1;
+
+std::string Ms(int64_t ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
+
+// One copy in flight. Bytes move at `rate` after the latency; the rate
+// changes when the other direction starts or stops.
+struct Copy {
+  int32_t tensor = kNone;
+  int64_t start = 0;
+  int64_t data_start = 0;
+  int64_t bytes_left = 0;  // as of `updated`
+  int64_t updated = 0;
+  double rate = 0;  // bytes per ns
+  int64_t finish = kNever;
+
+  bool active() const { return tensor != kNone; }
+
+  void Advance(int64_t now) {
+    if (now > data_start) {
+      const int64_t from = std::max(updated, data_start);
+      const int64_t moved = static_cast<int64_t>(
+          std::floor(static_cast<double>(now - from) * rate));
+      bytes_left -= std::min(bytes_left, moved);
+    }
+    updated = now;
+  }
+
+  void SetRate(int64_t now, double new_rate) {
+    Advance(now);
+    rate = new_rate;
+    finish =
+        std::max(now, data_start) +
+        static_cast<int64_t>(std::ceil(static_cast<double>(bytes_left) / rate));
+  }
+};
+
+struct Queued {
+  int32_t tensor;
+  int64_t issued;
+};
+
+class Engine {
+ public:
+  Engine(const Graph& g, const Hardware& hw, const OpDurations& d,
+         const Schedule& s, const SimOptions& opts)
+      : g_(g), hw_(hw), d_(d), s_(s), opts_(opts) {}
+
+  absl::StatusOr<SimResult> Run() {
+    const size_t num_tensors = g_.tensors.size();
+    d2h_done_.assign(num_tensors, false);
+    arrived_.assign(num_tensors, false);
+    release_pending_.assign(num_tensors, 1);
+    for (int32_t t : s_.forward_done.items) ++release_pending_[t];
+    result_.budget_bytes = opts_.budget_bytes;
+    result_.ideal_step_ns = d_.total_ns;
+    result_.unconstrained_peak_bytes = g_.index.saved_bytes;
+    result_.static_bytes = g_.index.static_bytes;
+    result_.swapped_tensors = s_.swapped_tensors;
+    result_.recomputed_tensors = s_.recomputed_tensors;
+    Sample();
+
+    const int32_t num_tasks = static_cast<int32_t>(s_.tasks.size());
+    int64_t polls = 0;
+    while (true) {
+      if (opts_.should_stop && (++polls & 1023) == 0 && opts_.should_stop()) {
+        return absl::CancelledError(
+            absl::StrCat("simulation stopped at ", Ms(now_)));
+      }
+      bool started = true;
+      while (started && result_.feasible) {
+        started = TryStartCompute();
+        started |= TryStartCopies();
+      }
+      if (!result_.feasible) break;
+      if (task_ == num_tasks && !copy_[kD2H].active() &&
+          !copy_[kH2D].active() && queue_[kD2H].empty() &&
+          queue_[kH2D].empty()) {
+        break;
+      }
+      const int64_t next = std::min({compute_busy_ ? compute_end_ : kNever,
+                                     copy_[kD2H].finish, copy_[kH2D].finish});
+      if (next == kNever) {
+        Infeasible(DescribeDeadlock());
+        break;
+      }
+      AccountStall(next);
+      now_ = next;
+      if (copy_[kD2H].finish == now_) FinishCopy(kD2H);
+      if (copy_[kH2D].finish == now_) FinishCopy(kH2D);
+      if (compute_busy_ && compute_end_ == now_) FinishTask();
+    }
+
+    result_.step_ns = now_;
+    if (result_.feasible && result_.step_ns > 0) {
+      result_.throughput_retained =
+          static_cast<double>(result_.ideal_step_ns) / result_.step_ns;
+    }
+    if (opts_.timeline_points > 0) {
+      result_.timeline =
+          DownsampleTimeline(result_.timeline, opts_.timeline_points);
+    }
+    return std::move(result_);
+  }
+
+ private:
+  int64_t Bytes(int32_t t) const { return g_.tensors[t].bytes; }
+  bool IsActivation(int32_t t) const { return s_.is_activation[t]; }
+
+  bool Fits(int64_t activation, int64_t transient) const {
+    if (opts_.budget_bytes <= 0) return true;
+    if (opts_.budget_covers_all) {
+      return act_ + trans_ + activation + transient <= opts_.budget_bytes;
+    }
+    return act_ + activation <= opts_.budget_bytes;
+  }
+
+  void Allocate(int32_t t) { (IsActivation(t) ? act_ : trans_) += Bytes(t); }
+  void Release(int32_t t) { (IsActivation(t) ? act_ : trans_) -= Bytes(t); }
+
+  void Sample() {
+    result_.peak_activation_bytes =
+        std::max(result_.peak_activation_bytes, act_);
+    result_.peak_transient_bytes =
+        std::max(result_.peak_transient_bytes, trans_);
+    if (!opts_.record_timeline) return;
+    std::vector<MemorySample>& tl = result_.timeline;
+    if (!tl.empty() && tl.back().activation_bytes == act_ &&
+        tl.back().transient_bytes == trans_) {
+      return;
+    }
+    if (!tl.empty() && tl.back().time_ns == now_) {
+      tl.back().activation_bytes = act_;
+      tl.back().transient_bytes = trans_;
+    } else {
+      tl.push_back({now_, act_, trans_});
+    }
+  }
+
+  void Record(StreamId stream, EventType type, int32_t index, int64_t start) {
+    ++result_.events_processed;
+    if (opts_.record_events) {
+      result_.events.push_back({stream, type, index, start, now_});
+    }
+  }
+
+  void Infeasible(std::string reason) {
+    result_.feasible = false;
+    result_.infeasible_reason = std::move(reason);
+  }
+
+  // The activation bytes and other bytes task `i` allocates when it starts.
+  std::pair<int64_t, int64_t> TaskNeeds(int32_t i) const {
+    int64_t activation = 0;
+    int64_t transient = s_.tasks[i].workspace_bytes;
+    for (int32_t t : s_.allocs.Of(i)) {
+      (IsActivation(t) ? activation : transient) += Bytes(t);
+    }
+    return {activation, transient};
+  }
+
+  // The first swapped input of the next task that has not arrived, or kNone.
+  int32_t MissingInput() const {
+    for (int32_t t : s_.waits.Of(task_)) {
+      if (!arrived_[t]) return t;
+    }
+    return kNone;
+  }
+
+  bool TryStartCompute() {
+    if (compute_busy_ || task_ == static_cast<int32_t>(s_.tasks.size())) {
+      return false;
+    }
+    if (MissingInput() != kNone) return false;
+    const auto [activation, transient] = TaskNeeds(task_);
+    if (!Fits(activation, transient)) return false;
+
+    const Task& task = s_.tasks[task_];
+    for (int32_t t : s_.allocs.Of(task_)) Allocate(t);
+    trans_ += task.workspace_bytes;
+    Sample();
+    for (int32_t t : s_.prefetches.Of(task_)) {
+      queue_[kH2D].push_back({t, now_});
+    }
+    ++result_.events_processed;
+    compute_busy_ = true;
+    compute_start_ = now_;
+    compute_end_ = now_ + task.duration_ns;
+    return true;
+  }
+
+  void FinishTask() {
+    const Task& task = s_.tasks[task_];
+    for (int32_t t : s_.frees.Of(task_)) Release(t);
+    trans_ -= task.workspace_bytes;
+    for (int32_t t : s_.forward_done.Of(task_)) ReleaseSwapped(t);
+    Sample();
+    for (int32_t t : s_.swap_outs.Of(task_)) {
+      queue_[kD2H].push_back({t, now_});
+    }
+    if (task.recompute) result_.recompute_ns += task.duration_ns;
+    Record(StreamId::kCompute,
+           task.recompute ? EventType::kRecompute : EventType::kOp, task.op,
+           compute_start_);
+    compute_busy_ = false;
+    ++task_;
+  }
+
+  // One of the two release conditions of a swapped tensor's device copy.
+  void ReleaseSwapped(int32_t t) {
+    if (--release_pending_[t] == 0) Release(t);
+  }
+
+  // Whether the head of `dir`'s queue could start now, ignoring the link.
+  bool HeadReady(int dir) const {
+    if (queue_[dir].empty()) return false;
+    if (dir == kD2H) return true;
+    const int32_t t = queue_[dir].front().tensor;
+    return d2h_done_[t] && Fits(Bytes(t), 0);
+  }
+
+  bool TryStartCopies() {
+    bool started = false;
+    if (hw_.ConcurrentCopies()) {
+      for (int dir : {kD2H, kH2D}) {
+        if (!copy_[dir].active() && HeadReady(dir)) {
+          started |= StartCopy(dir);
+        }
+      }
+      return started;
+    }
+    // One direction at a time: the earlier-issued ready head goes first.
+    if (copy_[kD2H].active() || copy_[kH2D].active()) return false;
+    const bool d2h = HeadReady(kD2H);
+    const bool h2d = HeadReady(kH2D);
+    if (d2h && h2d) {
+      return StartCopy(queue_[kH2D].front().issued < queue_[kD2H].front().issued
+                           ? kH2D
+                           : kD2H);
+    }
+    if (d2h) return StartCopy(kD2H);
+    if (h2d) return StartCopy(kH2D);
+    return false;
+  }
+
+  bool StartCopy(int dir) {
+    const int32_t t = queue_[dir].front().tensor;
+    const int64_t bytes = Bytes(t);
+    if (dir == kD2H) {
+      if (host_ + bytes > hw_.pinned_host_memory_bytes) {
+        Infeasible(absl::StrCat("pinned host memory exhausted: swap-out of ",
+                                g_.TensorLabel(t), " needs ", bytes,
+                                " bytes at ", Ms(now_), " with ", host_, " of ",
+                                hw_.pinned_host_memory_bytes, " bytes in use"));
+        return false;
+      }
+      host_ += bytes;
+      result_.peak_pinned_host_bytes =
+          std::max(result_.peak_pinned_host_bytes, host_);
+    } else {
+      act_ += bytes;  // reserved when the prefetch starts
+      Sample();
+    }
+    queue_[dir].pop_front();
+    const int other = 1 - dir;
+    const bool both = copy_[other].active();
+    Copy& c = copy_[dir];
+    c.tensor = t;
+    c.start = now_;
+    c.data_start = now_ + hw_.transfer_latency_ns;
+    c.bytes_left = bytes;
+    c.updated = now_;
+    c.SetRate(now_, hw_.Rate(Dir(dir), both));
+    if (both) copy_[other].SetRate(now_, hw_.Rate(Dir(other), true));
+    ++result_.events_processed;
+    return true;
+  }
+
+  static Direction Dir(int dir) {
+    return dir == kD2H ? Direction::kD2H : Direction::kH2D;
+  }
+
+  void FinishCopy(int dir) {
+    Copy& c = copy_[dir];
+    const int32_t t = c.tensor;
+    if (dir == kD2H) {
+      d2h_done_[t] = true;
+      result_.d2h_bytes += Bytes(t);
+      ReleaseSwapped(t);
+      Sample();
+      Record(StreamId::kD2H, EventType::kSwapOut, t, c.start);
+    } else {
+      arrived_[t] = true;
+      host_ -= Bytes(t);
+      result_.h2d_bytes += Bytes(t);
+      Record(StreamId::kH2D, EventType::kPrefetch, t, c.start);
+    }
+    c = Copy();
+    const int other = 1 - dir;
+    if (copy_[other].active()) {
+      copy_[other].SetRate(now_, hw_.Rate(Dir(other), false));
+    }
+  }
+
+  void AccountStall(int64_t next) {
+    if (compute_busy_ || task_ == static_cast<int32_t>(s_.tasks.size())) {
+      return;
+    }
+    const int64_t dt = next - now_;
+    const int32_t missing = MissingInput();
+    if (missing == kNone) {
+      result_.stall_swap_out_ns += dt;
+    } else if (!copy_[kH2D].active() && !queue_[kH2D].empty() &&
+               d2h_done_[queue_[kH2D].front().tensor]) {
+      // The H2D stream is idle with work queued: only budget holds it.
+      result_.stall_memory_ns += dt;
+    } else {
+      result_.stall_prefetch_ns += dt;
+    }
+  }
+
+  std::string Held() const {
+    return absl::StrCat(act_, " of the ", opts_.budget_bytes,
+                        "-byte activation budget is held and nothing in "
+                        "flight can release it");
+  }
+
+  std::string DescribeDeadlock() const {
+    const std::string at = absl::StrCat(" at ", Ms(now_), ": ");
+    if (task_ < static_cast<int32_t>(s_.tasks.size())) {
+      const Task& task = s_.tasks[task_];
+      const std::string what = absl::StrCat(
+          task.recompute ? "recompute of " : "", g_.OpLabel(task.op));
+      const int32_t missing = MissingInput();
+      if (missing == kNone) {
+        const auto [activation, transient] = TaskNeeds(task_);
+        return absl::StrCat(
+            what, at, "needs ",
+            opts_.budget_covers_all ? activation + transient : activation,
+            " bytes but ", Held());
+      }
+      return absl::StrCat(what, at, "waits for the prefetch of ",
+                          g_.TensorLabel(missing), " (", Bytes(missing),
+                          " bytes), which cannot start: ", Held());
+    }
+    if (!queue_[kH2D].empty()) {
+      const int32_t t = queue_[kH2D].front().tensor;
+      return absl::StrCat("prefetch of ", g_.TensorLabel(t), at, "needs ",
+                          Bytes(t), " bytes but ", Held());
+    }
+    return absl::StrCat("no stream can make progress", at);
+  }
+
+  const Graph& g_;
+  const Hardware& hw_;
+  const OpDurations& d_;
+  const Schedule& s_;
+  const SimOptions& opts_;
+
+  SimResult result_;
+  int64_t now_ = 0;
+  int64_t act_ = 0;
+  int64_t trans_ = 0;
+  int64_t host_ = 0;
+  int32_t task_ = 0;
+  bool compute_busy_ = false;
+  int64_t compute_start_ = 0;
+  int64_t compute_end_ = 0;
+  Copy copy_[2];
+  std::deque<Queued> queue_[2];
+  std::vector<bool> d2h_done_;
+  std::vector<bool> arrived_;
+  std::vector<int8_t> release_pending_;
+};
+
+}  // namespace
+
+absl::StatusOr<SimResult> SimulateSchedule(const Graph& g, const Hardware& hw,
+                                           const OpDurations& durations,
+                                           const Schedule& schedule,
+                                           const SimOptions& opts) {
+  if (opts.budget_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "budget_bytes must be >= 0 (0: no limit), got ", opts.budget_bytes));
+  }
+  return Engine(g, hw, durations, schedule, opts).Run();
+}
+
+absl::StatusOr<SimResult> Simulate(const Graph& g, const Hardware& hw,
+                                   const Plan& plan, const SimOptions& opts) {
+  SLACKSWAP_ASSIGN_OR_RETURN(OpDurations durations, ComputeDurations(g, hw));
+  SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule, LowerPlan(g, plan, durations));
+  return SimulateSchedule(g, hw, durations, schedule, opts);
+}
+
+std::vector<MemorySample> DownsampleTimeline(
+    const std::vector<MemorySample>& timeline, int32_t points) {
+  if (points <= 0 || static_cast<int64_t>(timeline.size()) <= points) {
+    return timeline;
+  }
+  const int64_t begin = timeline.front().time_ns;
+  const int64_t span = std::max<int64_t>(1, timeline.back().time_ns - begin);
+  std::vector<MemorySample> out;
+  out.reserve(points);
+  int64_t bucket = -1;
+  for (const MemorySample& s : timeline) {
+    // Bucket b covers [begin + b*span/points, begin + (b+1)*span/points).
+    const int64_t b = std::min<int64_t>(
+        points - 1,
+        static_cast<int64_t>(static_cast<__int128>(s.time_ns - begin) * points /
+                             span));
+    if (b != bucket) {
+      out.push_back(s);
+      bucket = b;
+      continue;
+    }
+    MemorySample& m = out.back();
+    m.activation_bytes = std::max(m.activation_bytes, s.activation_bytes);
+    m.transient_bytes = std::max(m.transient_bytes, s.transient_bytes);
+  }
+  return out;
+}
+
+}  // namespace slackswap

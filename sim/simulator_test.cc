@@ -1,0 +1,440 @@
+// Simulator tests on graphs small enough that every time and memory figure
+// is worked out by hand below. Ops carry measured durations, and the link
+// moves 1 byte/ns each way alone (0.8 while both directions are busy) with
+// no latency, so a 1000-byte copy takes 1000 ns alone.
+#include "sim/simulator.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace slackswap {
+namespace {
+
+using ::testing::HasSubstr;
+
+Hardware TestLink(Duplex duplex = Duplex::kFull) {
+  Hardware hw;
+  hw.name = "test";
+  hw.peak_tflops_bf16 = 1;
+  hw.hbm_gbps = 1;
+  hw.h2d_gbps = 1;
+  hw.d2h_gbps = 1;
+  hw.bidir_h2d_gbps = 0.8;
+  hw.bidir_d2h_gbps = 0.8;
+  hw.duplex = duplex;
+  hw.copy_engines = 2;
+  hw.pinned_host_memory_bytes = 1'000'000;
+  return hw;
+}
+
+// Builds graphs op by op with measured durations.
+class Builder {
+ public:
+  int32_t T(const std::string& name, int64_t bytes) {
+    return g_.AddTensor({.name = name, .bytes = bytes});
+  }
+  int32_t Fwd(const std::string& name, int64_t ns, std::vector<int32_t> in,
+              std::vector<int32_t> out) {
+    return Add(name, Phase::kForward, ns, std::move(in), std::move(out));
+  }
+  int32_t Bwd(const std::string& name, int64_t ns, std::vector<int32_t> in,
+              std::vector<int32_t> out = {}) {
+    return Add(name, Phase::kBackward, ns, std::move(in), std::move(out));
+  }
+  Graph Done() {
+    Graph g = std::move(g_);
+    absl::Status s = IndexGraph(g);
+    EXPECT_TRUE(s.ok()) << s;
+    return g;
+  }
+
+ private:
+  int32_t Add(const std::string& name, Phase phase, int64_t ns,
+              std::vector<int32_t> in, std::vector<int32_t> out) {
+    Op op;
+    op.name = name;
+    op.phase = phase;
+    op.inputs = std::move(in);
+    op.outputs = std::move(out);
+    op.cost.duration_ns = ns;
+    return g_.AddOp(std::move(op));
+  }
+  Graph g_;
+};
+
+SimResult Sim(const Graph& g, const Plan& plan, int64_t budget = 0,
+              const Hardware& hw = TestLink()) {
+  SimOptions opts;
+  opts.budget_bytes = budget;
+  opts.record_events = true;
+  absl::StatusOr<SimResult> r = Simulate(g, hw, plan, opts);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : SimResult{};
+}
+
+Plan Swap(const Graph& g, std::vector<std::pair<int32_t, int32_t>> swaps) {
+  Plan plan = Plan::KeepAll(g);
+  for (auto [t, after] : swaps) {
+    plan.decisions[t].action = Action::kSwap;
+    plan.decisions[t].prefetch_after_op = after;
+  }
+  return plan;
+}
+
+const SimEvent* FindEvent(const SimResult& r, EventType type, int32_t index) {
+  for (const SimEvent& e : r.events) {
+    if (e.type == type && e.index == index) return &e;
+  }
+  return nullptr;
+}
+
+// f_a makes `a` (1000 B, read only by b_a); f_long and b_long give the copies
+// compute to hide under.
+struct SwapGraph {
+  Graph g;
+  int32_t a, f_long, b_long;
+};
+SwapGraph MakeSwapGraph(int64_t b_long_ns) {
+  Builder b;
+  SwapGraph s;
+  s.a = b.T("a", 1000);
+  b.Fwd("f_a", 100, {}, {s.a});
+  s.f_long = b.Fwd("f_long", 2000, {}, {});
+  s.b_long = b.Bwd("b_long", b_long_ns, {});
+  b.Bwd("b_a", 100, {s.a});
+  s.g = b.Done();
+  return s;
+}
+
+TEST(SimulatorTest, NoPlanRunsAtIdealSpeed) {
+  SwapGraph s = MakeSwapGraph(2000);
+  SimResult r = Sim(s.g, Plan::KeepAll(s.g));
+  EXPECT_TRUE(r.feasible);
+  EXPECT_EQ(r.step_ns, 4200);
+  EXPECT_EQ(r.ideal_step_ns, 4200);
+  EXPECT_DOUBLE_EQ(r.throughput_retained, 1.0);
+  EXPECT_EQ(r.peak_activation_bytes, 1000);
+  EXPECT_EQ(r.unconstrained_peak_bytes, 1000);
+  EXPECT_EQ(r.d2h_bytes, 0);
+}
+
+TEST(SimulatorTest, SwapThatHidesCostsNothing) {
+  // D2H of a: 100..1100 under f_long (100..2100); the prefetch issued when
+  // b_long starts (2100) lands at 3100, before b_a starts at 4100.
+  SwapGraph s = MakeSwapGraph(2000);
+  SimResult r = Sim(s.g, Swap(s.g, {{s.a, s.b_long}}), /*budget=*/1000);
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  EXPECT_EQ(r.step_ns, 4200);
+  EXPECT_DOUBLE_EQ(r.throughput_retained, 1.0);
+  EXPECT_EQ(r.d2h_bytes, 1000);
+  EXPECT_EQ(r.h2d_bytes, 1000);
+  EXPECT_EQ(r.stall_prefetch_ns, 0);
+  const SimEvent* out = FindEvent(r, EventType::kSwapOut, s.a);
+  const SimEvent* in = FindEvent(r, EventType::kPrefetch, s.a);
+  ASSERT_NE(out, nullptr);
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(out->start_ns, 100);
+  EXPECT_EQ(out->end_ns, 1100);
+  EXPECT_EQ(in->start_ns, 2100);
+  EXPECT_EQ(in->end_ns, 3100);
+  // Activation memory: a from 0, released at 1100, back at 2100, freed 4200.
+  ASSERT_EQ(r.timeline.size(), 4u);
+  EXPECT_EQ(r.timeline[1].time_ns, 1100);
+  EXPECT_EQ(r.timeline[1].activation_bytes, 0);
+  EXPECT_EQ(r.timeline[2].time_ns, 2100);
+  EXPECT_EQ(r.timeline[2].activation_bytes, 1000);
+  EXPECT_EQ(r.timeline[3].activation_bytes, 0);
+}
+
+TEST(SimulatorTest, SwapThatStallsCostsExactlyTheUncoveredCopy) {
+  // b_long runs 2100..2500 but the prefetch lands at 3100: b_a waits 600 ns.
+  SwapGraph s = MakeSwapGraph(400);
+  SimResult r = Sim(s.g, Swap(s.g, {{s.a, s.b_long}}));
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(r.ideal_step_ns, 2600);
+  EXPECT_EQ(r.step_ns, 3200);
+  EXPECT_EQ(r.stall_prefetch_ns, 600);
+  EXPECT_EQ(r.stall_swap_out_ns + r.stall_memory_ns, 0);
+  EXPECT_DOUBLE_EQ(r.throughput_retained, 2600.0 / 3200.0);
+}
+
+TEST(SimulatorTest, TransferLatencyIsAddedToEachCopy) {
+  SwapGraph s = MakeSwapGraph(400);
+  Hardware hw = TestLink();
+  hw.transfer_latency_ns = 50;
+  SimResult r = Sim(s.g, Swap(s.g, {{s.a, s.b_long}}), 0, hw);
+  // Prefetch 2100 + 50 + 1000 = 3150; b_a 3150..3250.
+  EXPECT_EQ(r.step_ns, 3250);
+}
+
+TEST(SimulatorTest, RecomputeChainRerunsEachDroppedLink) {
+  // x -> f1 -> y (not saved) -> f2 -> z. Recomputing z needs y, which was
+  // freed after forward, so f1 and f2 both re-run: 20 + 30 ns.
+  Builder b;
+  int32_t x = b.T("x", 100);
+  int32_t y = b.T("y", 200);
+  int32_t z = b.T("z", 300);
+  b.Fwd("f0", 10, {}, {x});
+  b.Fwd("f1", 20, {x}, {y});
+  b.Fwd("f2", 30, {y}, {z});
+  b.Bwd("b_z", 5, {z});
+  b.Bwd("b_x", 5, {x});
+  Graph g = b.Done();
+  Plan plan = Plan::KeepAll(g);
+  plan.decisions[z].action = Action::kRecompute;
+  SimResult r = Sim(g, plan, /*budget=*/400);
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  EXPECT_EQ(r.ideal_step_ns, 70);
+  EXPECT_EQ(r.recompute_ns, 50);
+  EXPECT_EQ(r.step_ns, 120);
+  EXPECT_EQ(r.peak_activation_bytes, 400);  // x + z
+  EXPECT_EQ(r.peak_transient_bytes, 200);   // y, in forward and in the chain
+  int recomputes = 0;
+  for (const SimEvent& e : r.events)
+    recomputes += e.type == EventType::kRecompute;
+  EXPECT_EQ(recomputes, 2);
+}
+
+TEST(SimulatorTest, RecomputeRerunsASharedProducerOnce) {
+  // q and k come from one op; recomputing both costs one re-run.
+  Builder b;
+  int32_t q = b.T("q", 100);
+  int32_t k = b.T("k", 100);
+  b.Fwd("proj", 40, {}, {q, k});
+  b.Bwd("b_qk", 5, {q, k});
+  Graph g = b.Done();
+  Plan plan = Plan::KeepAll(g);
+  plan.decisions[q].action = Action::kRecompute;
+  plan.decisions[k].action = Action::kRecompute;
+  SimResult r = Sim(g, plan);
+  EXPECT_EQ(r.recompute_ns, 40);
+  EXPECT_EQ(r.step_ns, 85);
+}
+
+TEST(SimulatorTest, PrefetchWaitsForMemory) {
+  // Budget 1000: c cannot be made until a's swap-out frees the memory
+  // (f_c waits 100..1100), and a's prefetch, issued when b_c starts at 3100,
+  // waits until b_c frees c at 4100.
+  Builder b;
+  int32_t a = b.T("a", 1000);
+  int32_t c = b.T("c", 1000);
+  b.Fwd("f_a", 100, {}, {a});
+  b.Fwd("f_c", 2000, {}, {c});
+  int32_t b_c = b.Bwd("b_c", 1000, {c});
+  b.Bwd("b_a", 100, {a});
+  Graph g = b.Done();
+  SimResult r = Sim(g, Swap(g, {{a, b_c}}), /*budget=*/1000);
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  EXPECT_EQ(r.stall_swap_out_ns, 1000);
+  const SimEvent* in = FindEvent(r, EventType::kPrefetch, a);
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->start_ns, 4100);
+  EXPECT_EQ(in->end_ns, 5100);
+  EXPECT_EQ(r.stall_prefetch_ns, 1000);
+  EXPECT_EQ(r.step_ns, 5200);
+  EXPECT_EQ(r.peak_activation_bytes, 1000);
+}
+
+TEST(SimulatorTest, StallOnABudgetBlockedPrefetchIsAMemoryStall) {
+  // Budget 1000. a: made at 0, swapped out 100..1100 under f_mid. late: made
+  // at 1200 (filling the budget), swapped out 1300..2300. a's prefetch,
+  // issued when f_late starts (1200), cannot reserve memory until late's
+  // swap-out releases it at 2300, and runs 2300..3300. b_a could start at
+  // 1300: it waits 1300..2300 on memory, then 2300..3300 on the copy. late's
+  // prefetch (issued when b_a starts) waits for b_a to free a at 3400, runs
+  // 3400..4400, and b_late waits for it: another 1000 ns on a copy.
+  Builder b;
+  int32_t a = b.T("a", 1000);
+  int32_t late = b.T("late", 1000);
+  b.Fwd("f_a", 100, {}, {a});
+  b.Fwd("f_mid", 1100, {}, {});
+  int32_t f_late = b.Fwd("f_late", 100, {}, {late});
+  int32_t b_a = b.Bwd("b_a", 100, {a});
+  b.Bwd("b_late", 100, {late});
+  Graph g = b.Done();
+  SimResult r = Sim(g, Swap(g, {{a, f_late}, {late, b_a}}), /*budget=*/1000);
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  const SimEvent* in = FindEvent(r, EventType::kPrefetch, a);
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->start_ns, 2300);
+  EXPECT_EQ(in->end_ns, 3300);
+  EXPECT_EQ(r.stall_memory_ns, 1000);
+  EXPECT_EQ(r.stall_prefetch_ns, 2000);
+  EXPECT_EQ(r.step_ns, 4500);
+}
+
+// f_a, f_mid, f_b, f_long, then b_b and b_a: a's prefetch overlaps b's
+// swap-out, so the link's duplex mode decides the step time.
+struct DuplexGraph {
+  Graph g;
+  int32_t a, b, f_long;
+};
+DuplexGraph MakeDuplexGraph() {
+  Builder bl;
+  DuplexGraph d;
+  d.a = bl.T("a", 1000);
+  d.b = bl.T("b", 1000);
+  bl.Fwd("f_a", 10, {}, {d.a});
+  bl.Fwd("f_mid", 2000, {}, {});
+  bl.Fwd("f_b", 10, {}, {d.b});
+  d.f_long = bl.Fwd("f_long", 2000, {}, {});
+  bl.Bwd("b_b", 10, {d.b});
+  bl.Bwd("b_a", 10, {d.a});
+  d.g = bl.Done();
+  return d;
+}
+
+TEST(SimulatorTest, FullDuplexOverlapsBothDirectionsAtBidirRates) {
+  // At 2020 b's swap-out and a's prefetch start together at 0.8 B/ns: both
+  // end at 3270; b's prefetch then runs alone 3270..4270. b_b waits
+  // 4020..4270.
+  DuplexGraph d = MakeDuplexGraph();
+  SimResult r = Sim(d.g, Swap(d.g, {{d.a, d.f_long}, {d.b, d.f_long}}), 0,
+                    TestLink(Duplex::kFull));
+  EXPECT_EQ(FindEvent(r, EventType::kSwapOut, d.b)->end_ns, 3270);
+  EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.a)->end_ns, 3270);
+  EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.b)->end_ns, 4270);
+  EXPECT_EQ(r.ideal_step_ns, 4040);
+  EXPECT_EQ(r.step_ns, 4290);
+  EXPECT_EQ(r.stall_prefetch_ns, 250);
+}
+
+TEST(SimulatorTest, HalfDuplexRunsOneDirectionAtATime) {
+  // b's swap-out (issued first) 2020..3020, then a's prefetch 3020..4020,
+  // then b's 4020..5020.
+  DuplexGraph d = MakeDuplexGraph();
+  SimResult r = Sim(d.g, Swap(d.g, {{d.a, d.f_long}, {d.b, d.f_long}}), 0,
+                    TestLink(Duplex::kHalf));
+  EXPECT_EQ(FindEvent(r, EventType::kSwapOut, d.b)->end_ns, 3020);
+  EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.a)->end_ns, 4020);
+  EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.b)->end_ns, 5020);
+  EXPECT_EQ(r.step_ns, 5040);
+}
+
+TEST(SimulatorTest, OneCopyEngineActsAsHalfDuplex) {
+  DuplexGraph d = MakeDuplexGraph();
+  Hardware hw = TestLink(Duplex::kFull);
+  hw.copy_engines = 1;
+  SimResult r = Sim(d.g, Swap(d.g, {{d.a, d.f_long}, {d.b, d.f_long}}), 0, hw);
+  EXPECT_EQ(r.step_ns, 5040);
+}
+
+TEST(SimulatorTest, PinnedHostMemoryExhaustedIsInfeasible) {
+  SwapGraph s = MakeSwapGraph(2000);
+  Hardware hw = TestLink();
+  hw.pinned_host_memory_bytes = 999;
+  SimResult r = Sim(s.g, Swap(s.g, {{s.a, s.b_long}}), 0, hw);
+  EXPECT_FALSE(r.feasible);
+  EXPECT_THAT(r.infeasible_reason, HasSubstr("pinned host memory exhausted"));
+  EXPECT_THAT(r.infeasible_reason, HasSubstr("(a)"));
+  EXPECT_EQ(r.throughput_retained, 0);
+}
+
+TEST(SimulatorTest, KeepingEverythingUnderTooSmallABudgetIsInfeasible) {
+  Builder b;
+  int32_t a = b.T("a", 600);
+  int32_t c = b.T("c", 600);
+  b.Fwd("f_a", 10, {}, {a});
+  b.Fwd("f_c", 10, {}, {c});
+  b.Bwd("b_c", 10, {c});
+  b.Bwd("b_a", 10, {a});
+  Graph g = b.Done();
+  SimResult r = Sim(g, Plan::KeepAll(g), /*budget=*/1000);
+  EXPECT_FALSE(r.feasible);
+  EXPECT_THAT(r.infeasible_reason, HasSubstr("op 1 (f_c)"));
+  EXPECT_THAT(r.infeasible_reason, HasSubstr("needs 600 bytes"));
+  EXPECT_EQ(r.step_ns, 10);  // where it got stuck
+}
+
+TEST(SimulatorTest, BudgetCoveringAllMemoryCountsTransients) {
+  Builder b;
+  int32_t a = b.T("a", 600);
+  int32_t tmp = b.T("tmp", 600);
+  b.Fwd("f_a", 10, {}, {a});
+  b.Fwd("f_tmp", 10, {}, {tmp});
+  b.Fwd("use_tmp", 10, {tmp}, {});
+  b.Bwd("b_a", 10, {a});
+  Graph g = b.Done();
+  SimOptions opts;
+  opts.budget_bytes = 1000;
+  EXPECT_TRUE(Simulate(g, TestLink(), Plan::KeepAll(g), opts)->feasible);
+  opts.budget_covers_all = true;
+  EXPECT_FALSE(Simulate(g, TestLink(), Plan::KeepAll(g), opts)->feasible);
+}
+
+TEST(SimulatorTest, SameInputSameResult) {
+  DuplexGraph d = MakeDuplexGraph();
+  Plan plan = Swap(d.g, {{d.a, d.f_long}, {d.b, d.f_long}});
+  SimResult r1 = Sim(d.g, plan);
+  SimResult r2 = Sim(d.g, plan);
+  EXPECT_EQ(r1.step_ns, r2.step_ns);
+  ASSERT_EQ(r1.timeline.size(), r2.timeline.size());
+  for (size_t i = 0; i < r1.timeline.size(); ++i) {
+    EXPECT_EQ(r1.timeline[i].time_ns, r2.timeline[i].time_ns);
+    EXPECT_EQ(r1.timeline[i].activation_bytes, r2.timeline[i].activation_bytes);
+  }
+  EXPECT_EQ(r1.events.size(), r2.events.size());
+}
+
+TEST(SimulatorTest, RejectsPlansThatDoNotFitTheGraph) {
+  SwapGraph s = MakeSwapGraph(2000);
+  SimOptions opts;
+  // Prefetch issued by the op that needs it.
+  auto r = Simulate(s.g, TestLink(), Swap(s.g, {{s.a, 3}}), opts);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("before the tensor's first backward need"));
+  // Prefetch before the tensor exists.
+  r = Simulate(s.g, TestLink(), Swap(s.g, {{s.a, 0}}), opts);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("after the tensor's last forward use"));
+  // Wrong number of decisions.
+  Plan short_plan;
+  r = Simulate(s.g, TestLink(), short_plan, opts);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  // Negative budget.
+  opts.budget_bytes = -1;
+  r = Simulate(s.g, TestLink(), Plan::KeepAll(s.g), opts);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SimulatorTest, OnlySavedActivationsCanMove) {
+  Builder b;
+  int32_t tmp = b.T("tmp", 10);
+  b.Fwd("f", 10, {}, {tmp});
+  b.Fwd("g", 10, {tmp}, {});
+  b.Bwd("b", 10, {});
+  Graph g = b.Done();
+  Plan plan = Plan::KeepAll(g);
+  plan.decisions[tmp].action = Action::kRecompute;
+  auto r = Simulate(g, TestLink(), plan, SimOptions());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("tensor 0 (tmp): only saved activations"));
+}
+
+TEST(SimulatorTest, CancellationStopsTheRun) {
+  Builder b;
+  for (int i = 0; i < 5000; ++i) b.Fwd("f", 1, {}, {});
+  b.Bwd("b", 1, {});
+  Graph g = b.Done();
+  SimOptions opts;
+  opts.should_stop = [] { return true; };
+  auto r = Simulate(g, TestLink(), Plan::KeepAll(g), opts);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(DownsampleTimelineTest, KeepsTheMaximumOfEachBucket) {
+  std::vector<MemorySample> tl;
+  for (int i = 0; i < 100; ++i) tl.push_back({i, i == 37 ? 1000 : i, 0});
+  std::vector<MemorySample> d = DownsampleTimeline(tl, 10);
+  ASSERT_EQ(d.size(), 10u);
+  EXPECT_EQ(d[3].activation_bytes, 1000);
+  EXPECT_EQ(d[9].activation_bytes, 99);
+  EXPECT_EQ(DownsampleTimeline(tl, 0).size(), 100u);
+}
+
+}  // namespace
+}  // namespace slackswap
