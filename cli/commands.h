@@ -15,6 +15,9 @@ using Args = std::vector<std::string>;
 
 absl::Status RunSimulate(const Args& args, std::ostream& out);
 absl::Status RunWorkload(const Args& args, std::ostream& out);
+absl::Status RunPlan(const Args& args, std::ostream& out);
+absl::Status RunSweep(const Args& args, std::ostream& out);
+absl::Status RunTable(const Args& args, std::ostream& out);
 
 }  // namespace slackswap
 

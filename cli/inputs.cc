@@ -1,7 +1,9 @@
 #include "cli/inputs.h"
 
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "io/sources.h"
+#include "planner/policy.h"
 
 namespace slackswap {
 
@@ -39,6 +41,16 @@ absl::StatusOr<Graph> LoadGraph(const Flags& flags) {
 
 absl::StatusOr<Hardware> LoadHardwareFlag(const Flags& flags) {
   return LoadHardware(flags.Get("hardware").value_or("a100-80gb-pcie4"));
+}
+
+absl::StatusOr<std::vector<std::string>> ParsePolicies(const Flags& flags) {
+  const std::string spec = flags.Get("policy").value_or("all");
+  if (spec == "all") return PolicyNames();
+  std::vector<std::string> names = absl::StrSplit(spec, ',');
+  for (const std::string& name : names) {
+    SLACKSWAP_RETURN_IF_ERROR(CreatePolicy(name).status());
+  }
+  return names;
 }
 
 std::set<std::string> Join(std::set<std::string> a,

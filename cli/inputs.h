@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
@@ -21,6 +22,9 @@ const std::set<std::string>& GraphFlags();
 absl::StatusOr<Graph> LoadGraph(const Flags& flags);
 // --hardware, default a100-80gb-pcie4.
 absl::StatusOr<Hardware> LoadHardwareFlag(const Flags& flags);
+
+// --policy: a name, a comma-separated list, or all (the default).
+absl::StatusOr<std::vector<std::string>> ParsePolicies(const Flags& flags);
 
 // Flag sets joined.
 std::set<std::string> Join(std::set<std::string> a,

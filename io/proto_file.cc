@@ -1,10 +1,12 @@
 #include "io/proto_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -68,9 +70,12 @@ absl::Status ParseProto(absl::string_view data, FileFormat format,
           google::protobuf::StringPiece(data.data(), data.size()), msg,
           options);
       if (!status.ok()) {
+        // The parser quotes the input over several lines; keep one.
+        std::string message(status.message());
+        std::replace(message.begin(), message.end(), '\n', ' ');
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": not a valid JSON ", type, ": ",
-                         std::string(status.message())));
+                         absl::StripTrailingAsciiWhitespace(message)));
       }
       return absl::OkStatus();
     }

@@ -36,8 +36,15 @@ enum class Where : uint8_t {
 
 class Lowerer {
  public:
-  Lowerer(const Graph& g, const Plan& plan, const OpDurations& d)
-      : g_(g), idx_(g.index), plan_(plan), d_(d) {}
+  // Without prefetch points, swap decisions need none and none are issued:
+  // what planners use to learn when each swapped tensor is first needed.
+  Lowerer(const Graph& g, const Plan& plan, const OpDurations& d,
+          bool with_prefetch_points)
+      : g_(g),
+        idx_(g.index),
+        plan_(plan),
+        d_(d),
+        with_prefetch_points_(with_prefetch_points) {}
 
   absl::StatusOr<Schedule> Run() {
     absl::Status s = CheckPlan();
@@ -54,11 +61,17 @@ class Lowerer {
       if (idx_.producer[t] == kNone) where_[t] = Where::kStatic;
     }
     prefetch_at_op_.assign(num_ops, {});
-    for (int32_t t = 0; t < num_tensors; ++t) {
+    for (int32_t t = 0; with_prefetch_points_ && t < num_tensors; ++t) {
       const Decision& d = plan_.decisions[t];
       if (d.action == Action::kSwap) {
         prefetch_at_op_[d.prefetch_after_op].push_back(t);
       }
+    }
+    // Prefetches issued together queue in the order they are first needed.
+    for (std::vector<int32_t>& at : prefetch_at_op_) {
+      std::stable_sort(at.begin(), at.end(), [this](int32_t a, int32_t b) {
+        return idx_.first_bwd_use[a] < idx_.first_bwd_use[b];
+      });
     }
 
     out_.swapped_tensors = plan_.CountAction(Action::kSwap);
@@ -74,7 +87,7 @@ class Lowerer {
     out_.forward_done = BuildLists(forward_done_, num_tasks);
     out_.prefetches = BuildLists(prefetches_, num_tasks);
 
-    for (int32_t t = 0; t < num_tensors; ++t) {
+    for (int32_t t = 0; with_prefetch_points_ && t < num_tensors; ++t) {
       const Decision& d = plan_.decisions[t];
       if (d.action != Action::kSwap) continue;
       const int32_t issue = out_.task_of_op[d.prefetch_after_op];
@@ -111,7 +124,7 @@ class Lowerer {
                          "(produced in forward, read in backward) can be ",
                          d.action == Action::kSwap ? "swapped" : "recomputed"));
       }
-      if (d.action != Action::kSwap) continue;
+      if (d.action != Action::kSwap || !with_prefetch_points_) continue;
       const int32_t k = d.prefetch_after_op;
       if (k < 0 || k >= num_ops) {
         return absl::InvalidArgumentError(
@@ -263,6 +276,7 @@ class Lowerer {
   const GraphIndex& idx_;
   const Plan& plan_;
   const OpDurations& d_;
+  const bool with_prefetch_points_;
 
   Schedule out_;
   std::vector<Where> where_;
@@ -278,7 +292,23 @@ class Lowerer {
 
 absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
                                    const OpDurations& durations) {
-  return Lowerer(g, plan, durations).Run();
+  return Lowerer(g, plan, durations, /*with_prefetch_points=*/true).Run();
+}
+
+absl::StatusOr<std::vector<int32_t>> FirstNeedOps(
+    const Graph& g, const Plan& plan, const OpDurations& durations) {
+  absl::StatusOr<Schedule> s =
+      Lowerer(g, plan, durations, /*with_prefetch_points=*/false).Run();
+  if (!s.ok()) return s.status();
+  std::vector<int32_t> need(g.tensors.size(), kNone);
+  for (size_t t = 0; t < need.size(); ++t) {
+    int32_t task = s->first_need[t];
+    if (task == kNone) continue;
+    // A chain's task needs it before the op the chain runs for.
+    while (s->tasks[task].recompute) ++task;
+    need[t] = s->tasks[task].op;
+  }
+  return need;
 }
 
 }  // namespace slackswap

@@ -6,6 +6,9 @@
 //   absl::StatusOr<Schedule> s = LowerPlan(graph, plan, durations);
 //   for (const Task& task : s->tasks) { ... s->Allocs(i) ... }
 //
+// Prefetches issued by the same op queue in the order of their tensors'
+// first backward use.
+//
 // Recompute semantics (DESIGN.md section 4): a dropped tensor is rebuilt by
 // re-running its producer, or its Rebuild recipe, after making each input
 // resident: kept and live tensors are used as they are, swapped ones are
@@ -79,6 +82,14 @@ struct Schedule {
 // tensor's last forward use and before its first backward need).
 absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
                                    const OpDurations& durations);
+
+// For planners choosing prefetch points: per tensor the op before which the
+// plan first needs each swapped tensor back (its own backward use, or a
+// recompute chain that reads it), kNone for the others. Ignores the plan's
+// prefetch points.
+absl::StatusOr<std::vector<int32_t>> FirstNeedOps(const Graph& g,
+                                                  const Plan& plan,
+                                                  const OpDurations& durations);
 
 }  // namespace slackswap
 

@@ -265,7 +265,7 @@ TEST(SimulatorTest, StallOnABudgetBlockedPrefetchIsAMemoryStall) {
   EXPECT_EQ(r.step_ns, 4500);
 }
 
-// f_a, f_mid, f_b, f_long, then b_b and b_a: a's prefetch overlaps b's
+// f_a, f_mid, f_b, f_long, then b_a and b_b: a's prefetch overlaps b's
 // swap-out, so the link's duplex mode decides the step time.
 struct DuplexGraph {
   Graph g;
@@ -280,16 +280,16 @@ DuplexGraph MakeDuplexGraph() {
   bl.Fwd("f_mid", 2000, {}, {});
   bl.Fwd("f_b", 10, {}, {d.b});
   d.f_long = bl.Fwd("f_long", 2000, {}, {});
-  bl.Bwd("b_b", 10, {d.b});
   bl.Bwd("b_a", 10, {d.a});
+  bl.Bwd("b_b", 10, {d.b});
   d.g = bl.Done();
   return d;
 }
 
 TEST(SimulatorTest, FullDuplexOverlapsBothDirectionsAtBidirRates) {
   // At 2020 b's swap-out and a's prefetch start together at 0.8 B/ns: both
-  // end at 3270; b's prefetch then runs alone 3270..4270. b_b waits
-  // 4020..4270.
+  // end at 3270; b's prefetch then runs alone 3270..4270. b_a runs
+  // 4020..4030, and b_b waits for b until 4270.
   DuplexGraph d = MakeDuplexGraph();
   SimResult r = Sim(d.g, Swap(d.g, {{d.a, d.f_long}, {d.b, d.f_long}}), 0,
                     TestLink(Duplex::kFull));
@@ -297,8 +297,8 @@ TEST(SimulatorTest, FullDuplexOverlapsBothDirectionsAtBidirRates) {
   EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.a)->end_ns, 3270);
   EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.b)->end_ns, 4270);
   EXPECT_EQ(r.ideal_step_ns, 4040);
-  EXPECT_EQ(r.step_ns, 4290);
-  EXPECT_EQ(r.stall_prefetch_ns, 250);
+  EXPECT_EQ(r.step_ns, 4280);
+  EXPECT_EQ(r.stall_prefetch_ns, 240);
 }
 
 TEST(SimulatorTest, HalfDuplexRunsOneDirectionAtATime) {
@@ -310,7 +310,7 @@ TEST(SimulatorTest, HalfDuplexRunsOneDirectionAtATime) {
   EXPECT_EQ(FindEvent(r, EventType::kSwapOut, d.b)->end_ns, 3020);
   EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.a)->end_ns, 4020);
   EXPECT_EQ(FindEvent(r, EventType::kPrefetch, d.b)->end_ns, 5020);
-  EXPECT_EQ(r.step_ns, 5040);
+  EXPECT_EQ(r.step_ns, 5030);
 }
 
 TEST(SimulatorTest, OneCopyEngineActsAsHalfDuplex) {
@@ -318,7 +318,24 @@ TEST(SimulatorTest, OneCopyEngineActsAsHalfDuplex) {
   Hardware hw = TestLink(Duplex::kFull);
   hw.copy_engines = 1;
   SimResult r = Sim(d.g, Swap(d.g, {{d.a, d.f_long}, {d.b, d.f_long}}), 0, hw);
-  EXPECT_EQ(r.step_ns, 5040);
+  EXPECT_EQ(r.step_ns, 5030);
+}
+
+TEST(SimulatorTest, PrefetchesIssuedTogetherQueueInNeedOrder) {
+  // Both issued when f_long starts; b is needed first, so it goes first
+  // even though a was decided first.
+  Builder bl;
+  int32_t a = bl.T("a", 1000);
+  int32_t b = bl.T("b", 1000);
+  bl.Fwd("f_a", 10, {}, {a});
+  bl.Fwd("f_b", 10, {}, {b});
+  int32_t f_long = bl.Fwd("f_long", 5000, {}, {});
+  bl.Bwd("b_b", 10, {b});
+  bl.Bwd("b_a", 10, {a});
+  Graph g = bl.Done();
+  SimResult r = Sim(g, Swap(g, {{a, f_long}, {b, f_long}}));
+  EXPECT_LT(FindEvent(r, EventType::kPrefetch, b)->start_ns,
+            FindEvent(r, EventType::kPrefetch, a)->start_ns);
 }
 
 TEST(SimulatorTest, PinnedHostMemoryExhaustedIsInfeasible) {

@@ -1,0 +1,95 @@
+#include "planner/analysis.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/status_macros.h"
+
+namespace slackswap {
+namespace {
+
+// Whether rebuilding something that reads t must rebuild t first.
+bool Dropped(const Graph& g, const Plan& plan, int32_t t) {
+  const GraphIndex& idx = g.index;
+  if (idx.producer[t] == kNone) return false;
+  if (g.ops[idx.producer[t]].phase != Phase::kForward) return false;
+  if (idx.is_saved[t]) return plan.decisions[t].action == Action::kRecompute;
+  return true;  // an unsaved forward tensor is freed after forward
+}
+
+int64_t Cost(const Graph& g, const OpDurations& d, const Plan& plan, int32_t t,
+             absl::flat_hash_set<int32_t>& rebuilt) {
+  const Tensor& tensor = g.tensors[t];
+  const int32_t p = g.index.producer[t];
+  // A Rebuild recipe rebuilds only t; a producer re-run restores all of its
+  // outputs, so it counts once per chain.
+  int64_t total;
+  const std::vector<int32_t>* inputs;
+  if (tensor.rebuild.has_value()) {
+    total = d.rebuild_ns[t];
+    inputs = &tensor.rebuild->inputs;
+  } else {
+    if (!rebuilt.insert(p).second) return 0;
+    total = d.op_ns[p];
+    inputs = &g.ops[p].inputs;
+  }
+  for (int32_t in : *inputs) {
+    if (Dropped(g, plan, in)) total += Cost(g, d, plan, in, rebuilt);
+  }
+  return total;
+}
+
+}  // namespace
+
+int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
+                        int32_t t) {
+  absl::flat_hash_set<int32_t> rebuilt;
+  return Cost(g, d, plan, t, rebuilt);
+}
+
+absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw) {
+  StepAnalysis a;
+  SLACKSWAP_ASSIGN_OR_RETURN(a.durations, ComputeDurations(g, hw));
+  const GraphIndex& idx = g.index;
+  const int32_t num_ops = static_cast<int32_t>(g.ops.size());
+  a.op_start_ns.resize(num_ops);
+  a.op_end_ns.resize(num_ops);
+  int64_t now = 0;
+  for (int32_t o = 0; o < num_ops; ++o) {
+    a.op_start_ns[o] = now;
+    now += a.durations.op_ns[o];
+    a.op_end_ns[o] = now;
+  }
+  const int32_t first_bwd =
+      idx.first_backward_op == kNone ? num_ops : idx.first_backward_op;
+  a.peak_after_op = first_bwd - 1;
+  a.forward_ns = first_bwd == 0 ? 0 : a.op_end_ns[first_bwd - 1];
+  a.backward_ns = now - a.forward_ns;
+  a.unconstrained_peak_bytes = idx.saved_bytes;
+  a.d2h_slack_bytes = static_cast<int64_t>(a.forward_ns * hw.d2h_gbps);
+  a.h2d_slack_bytes = static_cast<int64_t>(a.backward_ns * hw.h2d_gbps);
+
+  const Plan keep_all = Plan::KeepAll(g);
+  a.candidate_of.assign(g.tensors.size(), kNone);
+  a.candidates.reserve(idx.saved.size());
+  for (int32_t t : idx.saved) {
+    Candidate c;
+    c.tensor = t;
+    c.bytes = g.tensors[t].bytes;
+    c.producer = idx.producer[t];
+    c.last_fwd_use = idx.last_fwd_use[t];
+    c.first_bwd_use = idx.first_bwd_use[t];
+    c.d2h_ns = hw.TransferNs(c.bytes, Direction::kD2H, false);
+    c.h2d_ns = hw.TransferNs(c.bytes, Direction::kH2D, false);
+    c.recompute_ns = RecomputeCostNs(g, a.durations, keep_all, t);
+    c.swap_out_window_ns =
+        std::max<int64_t>(0, a.forward_ns - a.op_end_ns[c.producer]);
+    c.prefetch_window_ns =
+        std::max<int64_t>(0, a.op_start_ns[c.first_bwd_use] - a.forward_ns);
+    a.candidate_of[t] = static_cast<int32_t>(a.candidates.size());
+    a.candidates.push_back(c);
+  }
+  return a;
+}
+
+}  // namespace slackswap

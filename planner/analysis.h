@@ -1,0 +1,83 @@
+// What every policy needs to know about one training step on one GPU: the
+// saved activations (the candidates) with their sizes, uses, transfer times
+// and recompute costs, the unconstrained peak, the ideal timeline, and the
+// hidden-transfer capacity ("slack") per direction.
+//
+//   absl::StatusOr<StepAnalysis> a = AnalyzeStep(graph, hw);
+//   for (const Candidate& c : a->candidates) {
+//     double seconds_per_byte = c.recompute_ns / 1e9 / c.bytes;
+//   }
+//
+// Slack: a swap-out of t can hide under the compute between t's producer
+// finishing and the end of the forward pass (after which the memory is at
+// its peak and needed); a prefetch under the backward compute between the
+// first backward op and t's first backward use. The capacities below are
+// those windows summed over the D2H and H2D streams, each of which moves one
+// copy at a time.
+#ifndef SLACKSWAP_PLANNER_ANALYSIS_H_
+#define SLACKSWAP_PLANNER_ANALYSIS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/cost_model.h"
+#include "planner/graph.h"
+#include "planner/hardware.h"
+#include "planner/plan.h"
+
+namespace slackswap {
+
+struct Candidate {
+  int32_t tensor = kNone;
+  int64_t bytes = 0;
+  int32_t producer = kNone;
+  int32_t last_fwd_use = kNone;  // kNone: read only in backward
+  int32_t first_bwd_use = kNone;
+  // Solo copy times, latency included.
+  int64_t d2h_ns = 0;
+  int64_t h2d_ns = 0;
+  // Rebuilding it when nothing else is dropped (its chain through unsaved
+  // forward tensors included).
+  int64_t recompute_ns = 0;
+  // Ideal-timeline window a swap-out can hide in: producer end to the end of
+  // the forward pass.
+  int64_t swap_out_window_ns = 0;
+  // Ideal-timeline window a prefetch can hide in: start of backward to the
+  // first backward use.
+  int64_t prefetch_window_ns = 0;
+};
+
+struct StepAnalysis {
+  OpDurations durations;
+  // Ideal timeline (no plan, no budget): when each op starts and ends.
+  std::vector<int64_t> op_start_ns;
+  std::vector<int64_t> op_end_ns;
+  // Saved activations in production order.
+  std::vector<Candidate> candidates;
+  // Index into candidates by tensor, or kNone.
+  std::vector<int32_t> candidate_of;
+  int64_t unconstrained_peak_bytes = 0;
+  // The op after which the peak is reached (the last forward op).
+  int32_t peak_after_op = kNone;
+  int64_t forward_ns = 0;
+  int64_t backward_ns = 0;
+  // Bytes each stream can move hidden under compute: forward time x D2H
+  // rate, backward time x H2D rate.
+  int64_t d2h_slack_bytes = 0;
+  int64_t h2d_slack_bytes = 0;
+};
+
+// REQUIRES: IndexGraph(g) succeeded, hw validated.
+absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw);
+
+// Compute time to rebuild tensor t under `plan`: its producer (or Rebuild
+// recipe) plus, recursively, every input that is not resident then (dropped
+// by the plan, or a forward tensor nobody saved); shared links count once.
+// Swapped and kept inputs cost nothing here.
+int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
+                        int32_t t);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_ANALYSIS_H_

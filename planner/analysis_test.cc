@@ -1,0 +1,70 @@
+#include "planner/analysis.h"
+
+#include "gtest/gtest.h"
+#include "testing/graph_builder.h"
+
+namespace slackswap {
+namespace {
+
+using testing::GraphBuilder;
+using testing::TestLink;
+
+// x -> f1 -> y (unsaved) -> f2 -> z; backward reads z, then x.
+struct Chain {
+  Graph g;
+  int32_t x, y, z;
+  Chain() {
+    GraphBuilder b;
+    x = b.Tensor("x", 100);
+    y = b.Tensor("y", 200);
+    z = b.Tensor("z", 3000);
+    b.Forward("f0", 10, {}, {x});
+    b.Forward("f1", 20, {x}, {y});
+    b.Forward("f2", 30, {y}, {z});
+    b.Backward("b_z", 40, {z});
+    b.Backward("b_x", 50, {x});
+    g = b.Build();
+  }
+};
+
+TEST(AnalyzeStepTest, DescribesCandidatesAndTheIdealTimeline) {
+  Chain c;
+  absl::StatusOr<StepAnalysis> a = AnalyzeStep(c.g, TestLink());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->forward_ns, 60);
+  EXPECT_EQ(a->backward_ns, 90);
+  EXPECT_EQ(a->unconstrained_peak_bytes, 3100);
+  EXPECT_EQ(a->peak_after_op, 2);
+  ASSERT_EQ(a->candidates.size(), 2u);  // x and z; y is not saved
+  const Candidate& z = a->candidates[a->candidate_of[c.z]];
+  EXPECT_EQ(z.bytes, 3000);
+  EXPECT_EQ(z.d2h_ns, 3000);  // 1 byte/ns
+  EXPECT_EQ(z.h2d_ns, 3000);
+  // Rebuilding z re-runs f2, and f1 for the unsaved y: a chain.
+  EXPECT_EQ(z.recompute_ns, 50);
+  EXPECT_EQ(z.swap_out_window_ns, 0);  // made by the last forward op
+  EXPECT_EQ(z.prefetch_window_ns, 0);  // read by the first backward op
+  const Candidate& x = a->candidates[a->candidate_of[c.x]];
+  EXPECT_EQ(x.recompute_ns, 10);
+  EXPECT_EQ(x.swap_out_window_ns, 50);  // f1 and f2 run after f0
+  EXPECT_EQ(x.prefetch_window_ns, 40);  // b_z runs before b_x
+  EXPECT_EQ(a->d2h_slack_bytes, 60);
+  EXPECT_EQ(a->h2d_slack_bytes, 90);
+}
+
+TEST(RecomputeCostTest, ChainsThroughWhatThePlanDrops) {
+  Chain c;
+  absl::StatusOr<StepAnalysis> a = AnalyzeStep(c.g, TestLink());
+  ASSERT_TRUE(a.ok());
+  Plan plan = Plan::KeepAll(c.g);
+  EXPECT_EQ(RecomputeCostNs(c.g, a->durations, plan, c.z), 50);
+  // With x dropped as well, rebuilding z reaches back to f0.
+  plan.decisions[c.x].action = Action::kRecompute;
+  EXPECT_EQ(RecomputeCostNs(c.g, a->durations, plan, c.z), 60);
+  // A swapped input is brought back, not rebuilt.
+  plan.decisions[c.x].action = Action::kSwap;
+  EXPECT_EQ(RecomputeCostNs(c.g, a->durations, plan, c.z), 50);
+}
+
+}  // namespace
+}  // namespace slackswap

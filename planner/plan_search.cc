@@ -1,0 +1,192 @@
+#include "planner/plan_search.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "planner/budget.h"
+#include "sim/schedule.h"
+
+namespace slackswap {
+namespace {
+
+std::string Ms(int64_t ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
+
+absl::Status CheckStop(const PlanningContext& ctx) {
+  if (ctx.should_stop && ctx.should_stop()) {
+    return absl::CancelledError("planning stopped");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
+  const Graph& g = ctx.graph;
+  const StepAnalysis& a = ctx.analysis;
+  // Never during the forward pass, when memory climbs to its peak.
+  const int32_t backward_begins = g.index.first_backward_op == kNone
+                                      ? static_cast<int32_t>(g.ops.size())
+                                      : g.index.first_backward_op;
+  auto earliest = [&](int32_t t) {
+    const Candidate& c = a.candidates[a.candidate_of[t]];
+    return std::max(std::max(c.producer, c.last_fwd_use) + 1, backward_begins);
+  };
+  // A swap needed before any op could issue its prefetch has no room for a
+  // round trip: it becomes a recompute. That can pull other swapped tensors'
+  // needs earlier (its chain may read them), so repeat until none changes.
+  std::vector<int32_t> need;
+  std::vector<int32_t> swapped;
+  for (bool changed = true; changed;) {
+    SLACKSWAP_ASSIGN_OR_RETURN(need, FirstNeedOps(g, plan, a.durations));
+    swapped.clear();
+    changed = false;
+    for (size_t i = 0; i < plan.decisions.size(); ++i) {
+      const int32_t t = static_cast<int32_t>(i);
+      Decision& d = plan.decisions[t];
+      if (d.action != Action::kSwap) continue;
+      if (need[t] == kNone) need[t] = g.index.first_bwd_use[t];
+      if (need[t] - 1 < earliest(t)) {
+        d.action = Action::kRecompute;
+        d.prefetch_after_op = kNone;
+        changed = true;
+      } else {
+        swapped.push_back(t);
+      }
+    }
+  }
+  std::sort(swapped.begin(), swapped.end(), [&](int32_t x, int32_t y) {
+    return std::pair(need[x], x) < std::pair(need[y], y);
+  });
+  // As late as possible, walking back from the last needed: each copy must
+  // land before its need and before the next copy in the FIFO starts.
+  int64_t next_start = std::numeric_limits<int64_t>::max();
+  for (auto it = swapped.rbegin(); it != swapped.rend(); ++it) {
+    const int32_t t = *it;
+    const Candidate& c = a.candidates[a.candidate_of[t]];
+    const int64_t finish = std::min(a.op_start_ns[need[t]], next_start);
+    const int64_t start = finish - c.h2d_ns;
+    next_start = start;
+    const int32_t last_starting_by = static_cast<int32_t>(
+        std::upper_bound(a.op_start_ns.begin(), a.op_start_ns.end(), start) -
+        a.op_start_ns.begin() - 1);
+    plan.decisions[t].prefetch_after_op =
+        std::clamp(last_starting_by, earliest(t), need[t] - 1);
+  }
+  // Issue in need order, so the copy at the head of the H2D stream is always
+  // the one compute will ask for next.
+  int32_t issued = 0;
+  for (int32_t t : swapped) {
+    Decision& d = plan.decisions[t];
+    d.prefetch_after_op = std::max(d.prefetch_after_op, issued);
+    issued = d.prefetch_after_op;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
+  SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+  SLACKSWAP_RETURN_IF_ERROR(AssignPrefetchPoints(ctx, plan));
+  plan.budget_bytes = ctx.budget_bytes;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      Schedule schedule, LowerPlan(ctx.graph, plan, ctx.analysis.durations));
+  SimOptions opts;
+  opts.budget_bytes = ctx.budget_bytes;
+  opts.record_timeline = false;
+  opts.should_stop = ctx.should_stop;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      SimResult result,
+      SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
+                       opts));
+  return Judged{std::move(plan), std::move(result)};
+}
+
+bool Better(const SimResult& a, const SimResult& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (a.throughput_retained != b.throughput_retained) {
+    return a.throughput_retained > b.throughput_retained;
+  }
+  return a.peak_activation_bytes < b.peak_activation_bytes;
+}
+
+absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
+                                          const Plan& base,
+                                          const std::vector<Move>& moves) {
+  auto judge = [&](size_t k) -> absl::StatusOr<Judged> {
+    Plan plan = base;
+    for (size_t i = 0; i < k; ++i) {
+      plan.decisions[moves[i].tensor].action = moves[i].action;
+    }
+    return JudgePlan(ctx, std::move(plan));
+  };
+  // Fewer moves cannot free enough bytes at the peak.
+  int64_t to_free = ctx.analysis.unconstrained_peak_bytes - ctx.budget_bytes;
+  for (size_t t = 0; t < base.decisions.size(); ++t) {
+    if (base.decisions[t].action != Action::kKeep) {
+      to_free -= ctx.graph.tensors[t].bytes;
+    }
+  }
+  size_t k = 0;
+  while (k < moves.size() && to_free > 0) {
+    to_free -= ctx.graph.tensors[moves[k++].tensor].bytes;
+  }
+  // Gallop up from there, then bisect. Feasibility is monotone over the
+  // useful prefix, but not over all moves: dropping everything makes
+  // recompute chains reach back through every layer.
+  size_t infeasible_below = k;  // k - 1 moves are known not to fit
+  size_t step = 1;
+  SLACKSWAP_ASSIGN_OR_RETURN(Judged best, judge(k));
+  while (!best.result.feasible) {
+    if (k == moves.size()) return best;
+    infeasible_below = k + 1;
+    k = std::min(moves.size(), k + step);
+    step *= 2;
+    SLACKSWAP_ASSIGN_OR_RETURN(best, judge(k));
+  }
+  size_t lo = infeasible_below;
+  size_t hi = k;  // fits
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged j, judge(mid));
+    if (j.result.feasible) {
+      hi = mid;
+      best = std::move(j);
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return best;
+}
+
+void ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
+                      const char* why_swap, const char* why_recompute,
+                      Plan& plan) {
+  const StepAnalysis& a = ctx.analysis;
+  for (const Candidate& c : a.candidates) {
+    Decision& d = plan.decisions[c.tensor];
+    d.transfer_ns = c.d2h_ns + c.h2d_ns;
+    d.recompute_ns = RecomputeCostNs(ctx.graph, a.durations, plan, c.tensor);
+    const std::string facts = absl::StrCat(
+        FormatBytes(c.bytes), "; copies ", Ms(c.d2h_ns), " out + ",
+        Ms(c.h2d_ns), " back; rebuild ", Ms(d.recompute_ns),
+        absl::StrFormat(" (%.2f us/MB)",
+                        c.recompute_ns / 1e3 / std::max(1e-6, c.bytes / 1e6)));
+    switch (d.action) {
+      case Action::kKeep:
+        d.reason = absl::StrCat("keep: ", facts, "; ", why_keep);
+        break;
+      case Action::kSwap:
+        d.reason =
+            absl::StrCat("swap: ", facts, "; ", why_swap, "; prefetch when ",
+                         ctx.graph.ops[d.prefetch_after_op].name, " starts");
+        break;
+      case Action::kRecompute:
+        d.reason = absl::StrCat("recompute: ", facts, "; ", why_recompute);
+        break;
+    }
+  }
+}
+
+}  // namespace slackswap

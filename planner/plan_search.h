@@ -1,0 +1,57 @@
+// Tools the policies share: choosing prefetch points, judging a candidate
+// plan with the simulator, and finding the fewest moves that meet the budget.
+//
+//   std::vector<Move> moves = ...;  // in the policy's order of preference
+//   absl::StatusOr<Judged> best = FewestMovesThatFit(ctx, base, moves);
+#ifndef SLACKSWAP_PLANNER_PLAN_SEARCH_H_
+#define SLACKSWAP_PLANNER_PLAN_SEARCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/plan.h"
+#include "planner/policy.h"
+#include "sim/simulator.h"
+
+namespace slackswap {
+
+// Sets prefetch_after_op for every swapped tensor: as late as the H2D stream
+// allows each copy to land before the tensor is first needed on the ideal
+// timeline (copies run one at a time, in need order), so prefetched bytes
+// hold budget for as short a time as possible; never before the tensor's
+// last forward use.
+absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan);
+
+struct Judged {
+  Plan plan;
+  SimResult result;
+};
+
+// Assigns prefetch points and simulates under the budget (no timeline).
+absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan);
+
+// True if a beats b: feasible first, then higher retained throughput, then
+// lower peak activation memory.
+bool Better(const SimResult& a, const SimResult& b);
+
+struct Move {
+  int32_t tensor;
+  Action action;
+};
+
+// Applies the first k moves to `base` for the smallest k whose simulation
+// fits the budget (binary search: more moves never need more memory). If
+// even all moves do not fit, returns the all-moves plan, infeasible.
+absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
+                                          const Plan& base,
+                                          const std::vector<Move>& moves);
+
+// Annotates each decision with its sizes and costs and a one-line reason.
+void ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
+                      const char* why_swap, const char* why_recompute,
+                      Plan& plan);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_PLAN_SEARCH_H_

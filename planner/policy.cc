@@ -1,0 +1,93 @@
+#include "planner/policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "planner/plan_search.h"
+#include "planner/policies.h"
+
+namespace slackswap {
+
+bool CanSwap(const Candidate& c) {
+  return c.first_bwd_use > std::max(c.producer, c.last_fwd_use) + 1;
+}
+
+double RecomputeNsPerByte(const Candidate& c) {
+  return static_cast<double>(c.recompute_ns) /
+         static_cast<double>(std::max<int64_t>(1, c.bytes));
+}
+
+std::vector<const Candidate*> OrderCandidates(
+    const StepAnalysis& a, const std::function<bool(const Candidate&)>& keep,
+    const std::function<bool(const Candidate&, const Candidate&)>& less) {
+  std::vector<const Candidate*> out;
+  for (const Candidate& c : a.candidates) {
+    if (keep(c)) out.push_back(&c);
+  }
+  std::stable_sort(
+      out.begin(), out.end(),
+      [&](const Candidate* x, const Candidate* y) { return less(*x, *y); });
+  return out;
+}
+
+std::vector<std::string> PolicyNames() {
+  return {"ideal", "recompute_only", "swap_only", "capuchin", "slackswap"};
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(absl::string_view name) {
+  if (name == "ideal") return NewIdealPolicy();
+  if (name == "recompute_only") return NewRecomputeOnlyPolicy();
+  if (name == "swap_only") return NewSwapOnlyPolicy();
+  if (name == "capuchin") return NewCapuchinPolicy();
+  if (name == "slackswap") return NewSlackSwapPolicy();
+  return absl::NotFoundError(absl::StrCat("unknown policy '", name, "' (",
+                                          absl::StrJoin(PolicyNames(), ", "),
+                                          ")"));
+}
+
+absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view name,
+                                            const PlanningContext& ctx,
+                                            const SimOptions& report) {
+  SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
+                             CreatePolicy(name));
+  if (ctx.budget_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("budget_bytes must be > 0, got ", ctx.budget_bytes));
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, policy->MakePlan(ctx));
+  plan.policy = policy->name();
+  SimOptions opts = report;
+  opts.should_stop = ctx.should_stop;
+  // The ideal step is the reference, run with no limit.
+  opts.budget_bytes = name == "ideal" ? 0 : ctx.budget_bytes;
+  plan.budget_bytes = opts.budget_bytes;
+  SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
+                             Simulate(ctx.graph, ctx.hw, plan, opts));
+  return PlanOutcome{std::move(plan), std::move(result)};
+}
+
+absl::StatusOr<int64_t> MinimumFeasibleBudget(absl::string_view policy,
+                                              const PlanningContext& ctx) {
+  const int64_t peak = ctx.analysis.unconstrained_peak_bytes;
+  SimOptions quiet;
+  quiet.record_timeline = false;
+  auto fits = [&](int64_t budget) -> absl::StatusOr<bool> {
+    PlanningContext at = ctx;
+    at.budget_bytes = budget;
+    SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o,
+                               PlanAndSimulate(policy, at, quiet));
+    return o.result.feasible;
+  };
+  int64_t lo = 0;                           // does not fit
+  int64_t hi = std::max<int64_t>(1, peak);  // keeping everything fits
+  while (hi - lo > std::max<int64_t>(1, peak / 1000)) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    SLACKSWAP_ASSIGN_OR_RETURN(bool ok, fits(mid));
+    (ok ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace slackswap

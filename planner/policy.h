@@ -1,0 +1,78 @@
+// The planning policies behind one interface, selected by name, and the
+// request-level entry point that runs a policy and judges its plan with the
+// simulator.
+//
+//   absl::StatusOr<StepAnalysis> a = AnalyzeStep(graph, hw);
+//   PlanningContext ctx{graph, hw, *a, budget_bytes};
+//   absl::StatusOr<PlanOutcome> out = PlanAndSimulate("slackswap", ctx, {});
+//   double retained = out->result.throughput_retained;  // simulated
+//
+// Policies: ideal (no limit: the 100% reference), recompute_only, swap_only,
+// capuchin, slackswap. Every reported result is the simulator's, never a
+// policy's own estimate.
+#ifndef SLACKSWAP_PLANNER_POLICY_H_
+#define SLACKSWAP_PLANNER_POLICY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "planner/analysis.h"
+#include "planner/graph.h"
+#include "planner/hardware.h"
+#include "planner/plan.h"
+#include "sim/simulator.h"
+
+namespace slackswap {
+
+// Everything a policy sees for one request. Immutable while planning.
+struct PlanningContext {
+  const Graph& graph;
+  const Hardware& hw;
+  const StepAnalysis& analysis;
+  // Activation budget in bytes; > 0.
+  int64_t budget_bytes = 0;
+  // Polled inside search loops: true stops planning with CANCELLED.
+  std::function<bool()> should_stop;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual const char* name() const = 0;
+  // A plan for ctx.budget_bytes. Policies may simulate candidates to choose
+  // among them; the plan may still be infeasible when nothing the policy
+  // can do meets the budget.
+  virtual absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const = 0;
+};
+
+std::vector<std::string> PolicyNames();
+// NOT_FOUND listing the names for an unknown one.
+absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(absl::string_view name);
+
+struct PlanOutcome {
+  Plan plan;
+  SimResult result;
+};
+
+// Runs the named policy and simulates its plan under ctx.budget_bytes with
+// `report` options (timeline points, events). `ideal` is simulated with no
+// limit. Fails with the policy's or simulator's error; an infeasible plan is
+// an outcome whose result says so.
+absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view policy,
+                                            const PlanningContext& ctx,
+                                            const SimOptions& report);
+
+// The smallest budget, to 0.1% of the unconstrained peak, at which the
+// policy's plan simulates feasible: the lowest activation peak it reaches.
+// Bisection, so it assumes a larger budget never makes a plan infeasible.
+// REQUIRES: policy is not ideal (which has no budget).
+absl::StatusOr<int64_t> MinimumFeasibleBudget(absl::string_view policy,
+                                              const PlanningContext& ctx);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_POLICY_H_

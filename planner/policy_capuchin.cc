@@ -1,0 +1,78 @@
+// capuchin: the hybrid policy of Capuchin (Peng et al., ASPLOS 2020).
+// Tensors are swapped in order of their free time (the idle window between
+// the last forward use and the first backward use on the ideal timeline,
+// minus the round trip), longest first, as long as the swap can still be
+// hidden next to the swaps already chosen (Capuchin's feedback-driven swap
+// placement, modelled with the same copy-stream test as slackswap) and the
+// budget asks for more bytes; then tensors are recomputed in order of memory
+// saved per second of recompute (MSPS), as few as the budget allows.
+//
+// What sets it apart from slackswap is what it swaps: the tensors with the
+// most free time, not the ones most expensive to rebuild.
+#include <algorithm>
+
+#include "common/status_macros.h"
+#include "planner/plan_search.h"
+#include "planner/policies.h"
+#include "planner/slack.h"
+
+namespace slackswap {
+namespace {
+
+int64_t FreeTime(const StepAnalysis& a, const Candidate& c) {
+  const int32_t last = std::max(c.producer, c.last_fwd_use);
+  return a.op_start_ns[c.first_bwd_use] - a.op_end_ns[last] - c.d2h_ns -
+         c.h2d_ns;
+}
+
+class CapuchinPolicy : public Policy {
+ public:
+  const char* name() const override { return "capuchin"; }
+
+  absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
+    const StepAnalysis& a = ctx.analysis;
+    int64_t to_free =
+        std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
+    Plan base = Plan::KeepAll(ctx.graph);
+    SlackFiller filler(a);
+    for (const Candidate* c : OrderCandidates(
+             a,
+             [&](const Candidate&c) {
+               return CanSwap(c) && FreeTime(a, c) > 0;
+             },
+             [&](const Candidate&x, const Candidate&y) {
+               return FreeTime(a, x) > FreeTime(a, y);
+             })) {
+      if (to_free <= 0) break;
+      if (filler.TryAdmit(a.candidate_of[c->tensor])) {
+        base.decisions[c->tensor].action = Action::kSwap;
+        to_free -= c->bytes;
+      }
+    }
+    std::vector<Move> moves;
+    for (const Candidate* c : OrderCandidates(
+             a,
+             [&](const Candidate&c) {
+               return base.decisions[c.tensor].action == Action::kKeep;
+             },
+             [](const Candidate&x, const Candidate&y) {
+               return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);  // MSPS
+             })) {
+      moves.push_back({c->tensor, Action::kRecompute});
+    }
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged best,
+                               FewestMovesThatFit(ctx, base, moves));
+    ExplainDecisions(
+        ctx, "fits the budget", "longest free time that still hides (Capuchin)",
+        "most memory saved per second of recompute (Capuchin MSPS)", best.plan);
+    return best.plan;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> NewCapuchinPolicy() {
+  return std::make_unique<CapuchinPolicy>();
+}
+
+}  // namespace slackswap

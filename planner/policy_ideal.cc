@@ -1,0 +1,25 @@
+// ideal: keep everything, no limit. The 100% reference every other policy is
+// measured against.
+#include "planner/plan_search.h"
+#include "planner/policies.h"
+
+namespace slackswap {
+namespace {
+
+class IdealPolicy : public Policy {
+ public:
+  const char* name() const override { return "ideal"; }
+  absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
+    Plan plan = Plan::KeepAll(ctx.graph);
+    ExplainDecisions(ctx, "ideal: no memory limit", "", "", plan);
+    return plan;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> NewIdealPolicy() {
+  return std::make_unique<IdealPolicy>();
+}
+
+}  // namespace slackswap

@@ -1,0 +1,89 @@
+// recompute_only: activation checkpointing, no transfers. The better (by
+// simulation) of
+//  - greedy: recompute the cheapest rebuild per byte first, as few as the
+//    budget allows;
+//  - layer-wise (Chen et al. 2016; Megatron "full" recompute): keep only
+//    what enters each layer, recompute everything made inside it; if that is
+//    still over budget, recompute the cheapest of what remains.
+#include "common/status_macros.h"
+#include "planner/plan_search.h"
+#include "planner/policies.h"
+
+namespace slackswap {
+namespace {
+
+constexpr char kWhyKeep[] = "fits the budget";
+
+bool ByCheapestPerByte(const Candidate& x, const Candidate& y) {
+  return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);
+}
+
+std::vector<Move> RecomputeMoves(const std::vector<const Candidate*>& order) {
+  std::vector<Move> moves;
+  moves.reserve(order.size());
+  for (const Candidate* c : order)
+    moves.push_back({c->tensor, Action::kRecompute});
+  return moves;
+}
+
+// A tensor made inside a layer and read there is rebuilt by re-running the
+// layer from its input; tensors crossing a layer boundary are the inputs.
+bool MadeAndUsedInsideOneLayer(const Graph& g, const Candidate& c) {
+  const int32_t layer = g.ops[c.producer].layer;
+  if (layer < 0) return false;
+  const GraphIndex& idx = g.index;
+  for (int32_t i = idx.consumer_offsets[c.tensor];
+       i < idx.consumer_offsets[c.tensor + 1]; ++i) {
+    const Op& op = g.ops[idx.consumers[i]];
+    if (op.phase == Phase::kForward && op.layer != layer) return false;
+  }
+  return true;
+}
+
+class RecomputeOnlyPolicy : public Policy {
+ public:
+  const char* name() const override { return "recompute_only"; }
+
+  absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
+    const StepAnalysis& a = ctx.analysis;
+    const Plan keep_all = Plan::KeepAll(ctx.graph);
+    auto all = [](const Candidate&) { return true; };
+
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Judged greedy, FewestMovesThatFit(ctx, keep_all,
+                                          RecomputeMoves(OrderCandidates(
+                                              a, all, ByCheapestPerByte))));
+    ExplainDecisions(ctx, kWhyKeep, "",
+                     "greedy checkpointing: cheapest rebuild per byte first",
+                     greedy.plan);
+
+    Plan layered = keep_all;
+    for (const Candidate& c : a.candidates) {
+      if (MadeAndUsedInsideOneLayer(ctx.graph, c)) {
+        layered.decisions[c.tensor].action = Action::kRecompute;
+      }
+    }
+    auto still_kept = [&](const Candidate& c) {
+      return layered.decisions[c.tensor].action == Action::kKeep;
+    };
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Judged layer_wise,
+        FewestMovesThatFit(
+            ctx, layered,
+            RecomputeMoves(OrderCandidates(a, still_kept, ByCheapestPerByte))));
+    ExplainDecisions(ctx, "a layer input (checkpoint)", "",
+                     "layer-wise checkpointing: rebuilt from the layer input",
+                     layer_wise.plan);
+
+    return Better(layer_wise.result, greedy.result) ? layer_wise.plan
+                                                    : greedy.plan;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> NewRecomputeOnlyPolicy() {
+  return std::make_unique<RecomputeOnlyPolicy>();
+}
+
+}  // namespace slackswap

@@ -1,0 +1,198 @@
+// Policies on graphs small enough that the right decision is obvious by
+// hand; every plan is judged by the simulator.
+#include "planner/policy.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/transformer.h"
+#include "testing/graph_builder.h"
+
+namespace slackswap {
+namespace {
+
+using testing::GraphBuilder;
+using ::testing::HasSubstr;
+using testing::TestLink;
+
+struct Fixture {
+  Graph g;
+  Hardware hw = TestLink();
+  StepAnalysis a;
+  void Analyze() {
+    absl::StatusOr<StepAnalysis> s = AnalyzeStep(g, hw);
+    ASSERT_TRUE(s.ok()) << s.status();
+    a = *std::move(s);
+  }
+  PlanOutcome Run(const std::string& policy, int64_t budget) {
+    PlanningContext ctx{g, hw, a, budget};
+    absl::StatusOr<PlanOutcome> out = PlanAndSimulate(policy, ctx, {});
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? *std::move(out) : PlanOutcome{};
+  }
+};
+
+// G: 1000 bytes from a 5000-ns GEMM, with 2000 ns of forward compute after
+// it and 2000 ns of backward compute before its use: its 1000-ns copies hide
+// both ways. K, made last, fills the 1000-byte budget by itself, so G must
+// leave the GPU.
+TEST(PolicyTest, ATensorWhoseSwapHidesIsSwappedNotRecomputed) {
+  Fixture f;
+  GraphBuilder b;
+  int32_t in = b.Tensor("in", 8, TensorKind::kInput);
+  int32_t g = b.Tensor("G", 1000);
+  int32_t k = b.Tensor("K", 1000);
+  b.Forward("f_g", 5000, {in}, {g});
+  b.Forward("f_tail", 2000, {}, {});
+  b.Forward("f_k", 3000, {in}, {k});
+  b.Backward("b_k", 10, {k});
+  b.Backward("b_long", 2000, {});
+  b.Backward("b_g", 10, {g});
+  f.g = b.Build();
+  f.Analyze();
+
+  PlanOutcome slack = f.Run("slackswap", 1000);
+  ASSERT_TRUE(slack.result.feasible) << slack.result.infeasible_reason;
+  EXPECT_EQ(slack.plan.decisions[g].action, Action::kSwap);
+  EXPECT_EQ(slack.plan.decisions[k].action, Action::kKeep);
+  EXPECT_DOUBLE_EQ(slack.result.throughput_retained, 1.0);
+  EXPECT_EQ(slack.result.stall_prefetch_ns, 0);
+  EXPECT_THAT(slack.plan.decisions[g].reason, HasSubstr("swap: "));
+
+  // Checkpointing pays the GEMM again.
+  PlanOutcome recompute = f.Run("recompute_only", 1000);
+  ASSERT_TRUE(recompute.result.feasible);
+  EXPECT_EQ(recompute.plan.decisions[g].action, Action::kRecompute);
+  EXPECT_GE(recompute.result.recompute_ns, 5000);
+  EXPECT_LT(recompute.result.throughput_retained, 1.0);
+}
+
+// G (5000-ns GEMM) and E (100-ns elementwise) must both be off the GPU when
+// K is made at 6600 ns. G's swap-out runs 5000..6000; E, made at 6000..6100,
+// could only leave by 7100: swapping it would stall f_k 500 ns, rebuilding
+// it costs 100 ns. E is recomputed, G is swapped.
+TEST(PolicyTest, ACheapElementwiseOutputIsRecomputedWhenTheLinkIsSaturated) {
+  Fixture f;
+  GraphBuilder b;
+  int32_t in = b.Tensor("in", 8, TensorKind::kInput);
+  int32_t g = b.Tensor("G", 1000);
+  int32_t e = b.Tensor("E", 1000);
+  int32_t k = b.Tensor("K", 1000);
+  b.Forward("f_g", 5000, {in}, {g});
+  b.Forward("f_mid", 1000, {}, {});
+  b.Forward("f_e", 100, {in}, {e});
+  b.Forward("f_tail", 500, {}, {});
+  b.Forward("f_k", 3000, {in}, {k});
+  b.Backward("b_k", 10, {k});
+  b.Backward("b_long", 3000, {});
+  b.Backward("b_g", 10, {g});
+  b.Backward("b_e", 10, {e});
+  f.g = b.Build();
+  f.Analyze();
+
+  PlanOutcome slack = f.Run("slackswap", 1000);
+  ASSERT_TRUE(slack.result.feasible) << slack.result.infeasible_reason;
+  EXPECT_EQ(slack.plan.decisions[g].action, Action::kSwap);
+  EXPECT_EQ(slack.plan.decisions[e].action, Action::kRecompute);
+  // Worked out: ideal 12630 ns; E's rebuild adds 100 ns and nothing stalls.
+  EXPECT_EQ(slack.result.ideal_step_ns, 12630);
+  EXPECT_EQ(slack.result.step_ns, 12730);
+  EXPECT_EQ(slack.result.recompute_ns, 100);
+
+  // Offloading everything instead waits for the saturated link.
+  PlanOutcome swap = f.Run("swap_only", 1000);
+  ASSERT_TRUE(swap.result.feasible);
+  EXPECT_EQ(swap.plan.decisions[e].action, Action::kSwap);
+  EXPECT_GT(swap.result.stall_swap_out_ns, 0);
+  EXPECT_LT(swap.result.throughput_retained, slack.result.throughput_retained);
+}
+
+TEST(PolicyTest, AChainRecomputeIsCostedAsAChain) {
+  // z comes from f2(y), y (unsaved) from f1(x): rebuilding z re-runs both,
+  // 200 + 300 ns. K, made last, leaves room for x and K only.
+  Fixture f;
+  GraphBuilder b;
+  int32_t in = b.Tensor("in", 8, TensorKind::kInput);
+  int32_t x = b.Tensor("x", 10);
+  int32_t y = b.Tensor("y", 10);
+  int32_t z = b.Tensor("z", 1000);
+  int32_t k = b.Tensor("K", 1000);
+  b.Forward("f0", 10, {in}, {x});
+  b.Forward("f1", 200, {x}, {y});
+  b.Forward("f2", 300, {y}, {z});
+  b.Forward("f_k", 3000, {in}, {k});
+  b.Backward("b_k", 10, {k});
+  b.Backward("b_z", 10, {z});
+  b.Backward("b_x", 10, {x});
+  f.g = b.Build();
+  f.Analyze();
+  PlanOutcome out = f.Run("recompute_only", 1010);
+  ASSERT_TRUE(out.result.feasible) << out.result.infeasible_reason;
+  ASSERT_EQ(out.plan.decisions[z].action, Action::kRecompute);
+  EXPECT_EQ(out.plan.decisions[z].recompute_ns, 500);
+  EXPECT_EQ(out.result.recompute_ns, 500);
+  EXPECT_THAT(out.plan.decisions[z].reason, HasSubstr("rebuild 0.001 ms"));
+}
+
+TEST(PolicyTest, UnknownPoliciesAreNamed) {
+  absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy("magic");
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("slackswap"));
+}
+
+TEST(PolicyTest, IdealRunsWithNoLimit) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  ASSERT_TRUE(c.ok());
+  c->layers = 2;
+  Fixture f;
+  f.g = *BuildTransformer(*c);
+  f.hw = *FindHardware("a100-80gb-pcie4");
+  f.Analyze();
+  PlanOutcome out = f.Run("ideal", f.g.index.saved_bytes / 2);
+  EXPECT_TRUE(out.result.feasible);
+  EXPECT_EQ(out.result.budget_bytes, 0);
+  EXPECT_DOUBLE_EQ(out.result.throughput_retained, 1.0);
+  EXPECT_EQ(out.result.peak_activation_bytes, f.g.index.saved_bytes);
+}
+
+// Sweeps on the reference workloads: every policy's retained throughput
+// grows with the budget (within 0.1 pp) and is 100% at the full peak, and
+// no feasible plan ever exceeds its budget.
+class SweepTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SweepTest, RetainedThroughputGrowsWithTheBudget) {
+  Fixture f;
+  absl::StatusOr<TransformerConfig> c = FindPreset(GetParam());
+  ASSERT_TRUE(c.ok());
+  f.g = *BuildTransformer(*c);
+  f.hw = *FindHardware("a100-80gb-pcie4");
+  f.Analyze();
+  const int64_t peak = f.g.index.saved_bytes;
+  for (const std::string& policy : PolicyNames()) {
+    double previous = 0;
+    for (int step = 2; step <= 20; ++step) {  // 0.10 .. 1.00
+      const int64_t budget = peak * step / 20;
+      PlanOutcome out = f.Run(policy, budget);
+      const double retained = out.result.throughput_retained;
+      if (out.result.feasible && policy != "ideal") {
+        EXPECT_LE(out.result.peak_activation_bytes, budget) << policy;
+      }
+      if (previous > 0) {
+        EXPECT_GE(retained, previous - 0.001)
+            << policy << " at " << step / 20.0 << " of the peak";
+      }
+      if (out.result.feasible) previous = retained;
+      if (step == 20) {
+        EXPECT_DOUBLE_EQ(retained, 1.0) << policy;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ReferenceWorkloads, SweepTest,
+                         ::testing::Values("bert-large", "gpt2-xl",
+                                           "llama-7b"));
+
+}  // namespace
+}  // namespace slackswap

@@ -1,0 +1,118 @@
+#include "planner/slack.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace slackswap {
+
+MinTree::MinTree(const std::vector<int64_t>& values)
+    : n_(static_cast<int32_t>(values.size())),
+      min_(4 * std::max(1, n_), 0),
+      add_(4 * std::max(1, n_), 0) {
+  if (n_ > 0) Build(1, 0, n_ - 1, values);
+}
+
+void MinTree::Add(int32_t lo, int32_t hi, int64_t v) {
+  if (lo <= hi) Add(1, 0, n_ - 1, lo, hi, v);
+}
+
+int64_t MinTree::Min(int32_t lo, int32_t hi) const {
+  if (lo > hi) return std::numeric_limits<int64_t>::max();
+  return Min(1, 0, n_ - 1, lo, hi);
+}
+
+void MinTree::Build(int32_t node, int32_t l, int32_t r,
+                    const std::vector<int64_t>& v) {
+  if (l == r) {
+    min_[node] = v[l];
+    return;
+  }
+  const int32_t m = (l + r) / 2;
+  Build(2 * node, l, m, v);
+  Build(2 * node + 1, m + 1, r, v);
+  min_[node] = std::min(min_[2 * node], min_[2 * node + 1]);
+}
+
+void MinTree::Add(int32_t node, int32_t l, int32_t r, int32_t lo, int32_t hi,
+                  int64_t v) {
+  if (hi < l || r < lo) return;
+  if (lo <= l && r <= hi) {
+    min_[node] += v;
+    add_[node] += v;
+    return;
+  }
+  const int32_t m = (l + r) / 2;
+  Add(2 * node, l, m, lo, hi, v);
+  Add(2 * node + 1, m + 1, r, lo, hi, v);
+  min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
+}
+
+int64_t MinTree::Min(int32_t node, int32_t l, int32_t r, int32_t lo,
+                     int32_t hi) const {
+  if (hi < l || r < lo) return std::numeric_limits<int64_t>::max();
+  if (lo <= l && r <= hi) return min_[node];
+  const int32_t m = (l + r) / 2;
+  return std::min(Min(2 * node, l, m, lo, hi),
+                  Min(2 * node + 1, m + 1, r, lo, hi)) +
+         add_[node];
+}
+
+namespace {
+
+std::vector<int64_t> Empty() { return {}; }
+
+}  // namespace
+
+SlackFiller::SlackFiller(const StepAnalysis& a)
+    : a_(a), out_(Empty()), in_(Empty()) {
+  const int32_t n = static_cast<int32_t>(a.candidates.size());
+  // Candidates are in production order; rank them by deadline for H2D.
+  by_deadline_.resize(n);
+  for (int32_t i = 0; i < n; ++i) by_deadline_[i] = i;
+  std::stable_sort(
+      by_deadline_.begin(), by_deadline_.end(),
+      [&](int32_t x, int32_t y) { return Deadline(x) < Deadline(y); });
+  deadline_rank_.resize(n);
+  for (int32_t r = 0; r < n; ++r) deadline_rank_[by_deadline_[r]] = r;
+  std::vector<int64_t> out_margin(n), in_margin(n);
+  for (int32_t i = 0; i < n; ++i) {
+    out_margin[i] = a.forward_ns - Release(i);
+    in_margin[deadline_rank_[i]] = Deadline(i) - a.forward_ns;
+  }
+  out_ = MinTree(out_margin);
+  in_ = MinTree(in_margin);
+}
+
+bool SlackFiller::TryAdmit(int32_t i) {
+  const Candidate& c = a_.candidates[i];
+  const int32_t n = static_cast<int32_t>(a_.candidates.size());
+  // Every release at or before r_i sees the new copy: in production order,
+  // that is [0, the last candidate released with it].
+  int32_t last_same = i;
+  while (last_same + 1 < n && Release(last_same + 1) == Release(i)) {
+    ++last_same;
+  }
+  // Every deadline at or after d_i sees it too.
+  int32_t first_same = deadline_rank_[i];
+  while (first_same > 0 &&
+         Deadline(by_deadline_[first_same - 1]) == Deadline(i)) {
+    --first_same;
+  }
+  if (out_.Min(0, last_same) < c.d2h_ns ||
+      in_.Min(first_same, n - 1) < c.h2d_ns) {
+    return false;
+  }
+  out_.Add(0, last_same, -c.d2h_ns);
+  in_.Add(first_same, n - 1, -c.h2d_ns);
+  return true;
+}
+
+int64_t SlackFiller::Release(int32_t i) const {
+  return a_.op_end_ns[a_.candidates[i].producer];
+}
+
+int64_t SlackFiller::Deadline(int32_t i) const {
+  return a_.op_start_ns[a_.candidates[i].first_bwd_use];
+}
+
+}  // namespace slackswap

@@ -1,0 +1,73 @@
+// The hidden-transfer capacity ("slack") of a step, as an admission test:
+// which swaps the two copy streams can run without anyone waiting.
+//
+//   SlackFiller filler(analysis);
+//   for (int32_t i : candidates_in_preferred_order) {
+//     if (filler.TryAdmit(i)) swap.push_back(i);
+//   }
+//
+// A swap-out must finish before the forward pass ends (memory peaks there);
+// a prefetch may start when the backward pass starts and must land before
+// the tensor's first backward use. Each stream moves one copy at a time.
+//
+// One stream with jobs released at r_j and one deadline T: FIFO meets it iff
+// for every release r, r + (copy times released at or after r) <= T. With
+// deadlines d_j and every job released at T: earliest-deadline-first meets
+// them iff for every deadline d, T + (copy times due by d) <= d. Both are
+// range minima over the remaining margins, so admitting n candidates costs
+// O(n log n).
+#ifndef SLACKSWAP_PLANNER_SLACK_H_
+#define SLACKSWAP_PLANNER_SLACK_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/analysis.h"
+
+namespace slackswap {
+
+// Range add, range minimum over a fixed array.
+class MinTree {
+ public:
+  explicit MinTree(const std::vector<int64_t>& values);
+  // Adds v to [lo, hi].
+  void Add(int32_t lo, int32_t hi, int64_t v);
+  // Minimum over [lo, hi]; INT64_MAX when empty.
+  int64_t Min(int32_t lo, int32_t hi) const;
+
+ private:
+  void Build(int32_t node, int32_t l, int32_t r, const std::vector<int64_t>& v);
+  void Add(int32_t node, int32_t l, int32_t r, int32_t lo, int32_t hi,
+           int64_t v);
+  int64_t Min(int32_t node, int32_t l, int32_t r, int32_t lo, int32_t hi) const;
+
+  int32_t n_;
+  std::vector<int64_t> min_;
+  std::vector<int64_t> add_;
+};
+
+class SlackFiller {
+ public:
+  // REQUIRES: a outlives the filler.
+  explicit SlackFiller(const StepAnalysis& a);
+
+  // Admits candidate i (an index into a.candidates) if, with it, both
+  // streams still meet every deadline of the admitted copies.
+  bool TryAdmit(int32_t i);
+
+ private:
+  int64_t Release(int32_t i) const;
+  int64_t Deadline(int32_t i) const;
+
+  // Immutable after construction.
+  const StepAnalysis& a_;
+  std::vector<int32_t> by_deadline_;
+  std::vector<int32_t> deadline_rank_;
+  // Margins left, by release (D2H) and by deadline rank (H2D).
+  MinTree out_;
+  MinTree in_;
+};
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_SLACK_H_

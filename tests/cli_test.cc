@@ -1,0 +1,548 @@
+// End-to-end tests of the `slackswap` binary: each test spawns the real
+// executable (its path is compiled in as SLACKSWAP_BIN), captures stdout,
+// stderr and the exit status, and checks what a user would see. Files the
+// tests write live under ::testing::TempDir().
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "slackswap/v1/graph.pb.h"
+#include "slackswap/v1/simulation.pb.h"
+#include "testing/reference.h"
+
+extern char** environ;
+
+namespace slackswap {
+namespace {
+
+using ::google::protobuf::Struct;
+using ::google::protobuf::Value;
+using ::slackswap::testing::At;
+using ::slackswap::testing::Number;
+using ::slackswap::testing::Reference;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr char kHardware[] = "a100-80gb-pcie4";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream data;
+  data << in.rdbuf();
+  return data.str();
+}
+
+void WriteAll(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+// This process's scratch directory under TempDir(); removed at exit unless a
+// test failed (then its files are kept for a look).
+std::string ScratchDir() {
+  std::string dir = ::testing::TempDir();
+  if (!dir.empty() && dir.back() != '/') dir += '/';
+  return absl::StrCat(dir, "slackswap_cli_test.", getpid());
+}
+
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (!::testing::UnitTest::GetInstance()->Passed()) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(ScratchDir(), ignored);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kScratchCleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
+// A path in a directory private to this process and test.
+std::string TempPath(const std::string& name) {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info == nullptr ? std::string("global")
+                                     : absl::StrCat(info->test_suite_name(),
+                                                    ".", info->name());
+  for (char& c : test) {
+    if (c == '/') c = '_';
+  }
+  const std::string dir = absl::StrCat(ScratchDir(), "/", test);
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  return absl::StrCat(dir, "/", name);
+}
+
+struct Outcome {
+  bool exited = false;  // false: killed by a signal (a crash)
+  int code = -1;        // exit status, or the signal number
+  std::string out;
+  std::string err;
+};
+
+std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+  // Escaped, so stray bytes and line breaks show as what they are.
+  return os << (o.exited ? "exit " : "signal ") << o.code << "\n--- stdout\n"
+            << absl::CHexEscape(o.out.substr(0, 2000)) << "\n--- stderr\n"
+            << absl::CHexEscape(o.err.substr(0, 2000));
+}
+
+// Runs `slackswap args...` with stdout and stderr captured separately.
+Outcome Slackswap(const std::vector<std::string>& args) {
+  static int runs = 0;
+  const std::string out_path = TempPath(absl::StrCat("run", runs, ".stdout"));
+  const std::string err_path = TempPath(absl::StrCat("run", runs, ".stderr"));
+  ++runs;
+
+  std::vector<std::string> argv_storage = {SLACKSWAP_BIN};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  Outcome o;
+  const int rc =
+      posix_spawn(&pid, SLACKSWAP_BIN, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    o.err = absl::StrCat("posix_spawn failed: ", rc);
+    return o;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  if (WIFEXITED(status)) {
+    o.exited = true;
+    o.code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    o.code = WTERMSIG(status);
+  }
+  o.out = ReadAll(out_path);
+  o.err = ReadAll(err_path);
+  return o;
+}
+
+v1::SimulationResult ParseResult(const std::string& json) {
+  v1::SimulationResult r;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &r);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json.substr(0, 2000);
+  return r;
+}
+
+// Runs a command expected to succeed with --json output and parses it.
+v1::SimulationResult SimulateJson(const std::vector<std::string>& args) {
+  Outcome o = Slackswap(args);
+  EXPECT_TRUE(o.exited && o.code == 0) << o;
+  EXPECT_EQ(o.err, "");
+  return ParseResult(o.out);
+}
+
+// A failure as main.cc reports it: exit status 1, nothing on stdout and
+// exactly one line `CODE: message` on stderr.
+void ExpectOneLineError(const Outcome& o, const std::string& code,
+                        const std::string& names) {
+  EXPECT_TRUE(o.exited) << "crashed: " << o;
+  EXPECT_EQ(o.code, 1) << o;
+  EXPECT_EQ(o.out, "") << o;
+  EXPECT_THAT(o.err, StartsWith(code + ": ")) << o;
+  EXPECT_TRUE(absl::EndsWith(o.err, "\n")) << o;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1)
+      << "want exactly one line on stderr: " << o;
+  EXPECT_THAT(o.err, HasSubstr(names)) << o;
+}
+
+// --- Reference workloads --------------------------------------------------
+
+// The reference's ideal step: the sum of every op's forward and backward
+// est_time_us on the reference hardware, with the layer repeated L times.
+double ReferenceIdealStepNs(const std::string& model) {
+  const Struct& variant =
+      At(Reference(), {"models", model, "attention", "flash"}).struct_value();
+  const double layers = Number(Reference(), {"models", model, "config", "L"});
+  double us = 0;
+  for (const std::string section : {"pre_ops", "layer_ops", "post_ops"}) {
+    double section_us = 0;
+    for (const Value& op : variant.fields().at(section).list_value().values()) {
+      const auto& est = op.struct_value()
+                            .fields()
+                            .at("est_time_us")
+                            .struct_value()
+                            .fields()
+                            .at(kHardware)
+                            .list_value();
+      for (const Value& v : est.values()) section_us += v.number_value();
+    }
+    us += section == "layer_ops" ? layers * section_us : section_us;
+  }
+  return us * 1000;
+}
+
+class ReferenceWorkloadTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReferenceWorkloadTest, NoBudgetRunsAtIdealSpeedWithReferenceFigures) {
+  const std::string model = GetParam();
+  ASSERT_EQ(
+      At(Reference(), {"models", model, "reference_attention"}).string_value(),
+      "flash");
+  v1::SimulationResult r = SimulateJson(
+      {"simulate", "--workload", model, "--hardware", kHardware, "--json"});
+  EXPECT_TRUE(r.feasible()) << r.infeasible_reason();
+  EXPECT_EQ(r.throughput_retained(), 1.0);
+  EXPECT_EQ(r.step_ns(), r.ideal_step_ns());
+  EXPECT_EQ(r.budget_bytes(), 0);
+  EXPECT_EQ(r.d2h_bytes(), 0);
+  EXPECT_EQ(r.h2d_bytes(), 0);
+  EXPECT_EQ(r.recompute_ns(), 0);
+
+  const double ref_peak =
+      Number(Reference(), {"models", model, "attention", "flash", "totals",
+                           "unconstrained_activation_peak_bytes"});
+  EXPECT_NEAR(static_cast<double>(r.peak_activation_bytes()), ref_peak,
+              0.02 * ref_peak);
+  EXPECT_NEAR(static_cast<double>(r.unconstrained_peak_bytes()), ref_peak,
+              0.02 * ref_peak);
+
+  const double ref_ideal = ReferenceIdealStepNs(model);
+  EXPECT_NEAR(static_cast<double>(r.ideal_step_ns()), ref_ideal,
+              0.03 * ref_ideal);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, ReferenceWorkloadTest,
+                         ::testing::Values("bert-large", "gpt2-xl", "llama-7b"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+// --- Bad input: one line on stderr, exit 1, no crash ------------------------
+
+TEST(BadInputTest, GarbageJsonGraph) {
+  const std::string path = TempPath("graph.json");
+  WriteAll(path, "{not json");
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path}),
+                     "INVALID_ARGUMENT", path);
+}
+
+TEST(BadInputTest, RandomBytesAsJsonGraph) {
+  std::mt19937 rng(42);
+  std::string bytes(512, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
+  const std::string path = TempPath("graph.json");
+  WriteAll(path, bytes);
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path}),
+                     "INVALID_ARGUMENT", path);
+}
+
+TEST(BadInputTest, RandomBytesAsTextGraph) {
+  std::mt19937 rng(7);
+  std::string bytes(512, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng() & 0xff);
+  const std::string path = TempPath("graph.txtpb");
+  WriteAll(path, bytes);
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path}),
+                     "INVALID_ARGUMENT", path);
+}
+
+TEST(BadInputTest, TruncatedBinaryGraph) {
+  const std::string path = TempPath("x.pb");
+  Outcome w = Slackswap(
+      {"workload", "--workload", "gpt2-xl", "--layers", "2", "--out", path});
+  ASSERT_EQ(w.code, 0) << w;
+  std::string data = ReadAll(path);
+  ASSERT_GT(data.size(), 1000u);
+  // Cut inside a tensor or op message so the length prefixes run past the
+  // end; any cut must be rejected, never crash.
+  for (size_t cut : {data.size() / 2 + 3, data.size() - 1, size_t{7}}) {
+    SCOPED_TRACE(absl::StrCat("truncated to ", cut, " of ", data.size()));
+    WriteAll(path, data.substr(0, cut));
+    ExpectOneLineError(Slackswap({"simulate", "--graph", path}),
+                       "INVALID_ARGUMENT", path);
+  }
+}
+
+TEST(BadInputTest, GraphWithACycle) {
+  // f reads b, which g (launched after f) makes from f's output a.
+  const std::string path = TempPath("cycle.txtpb");
+  WriteAll(path, R"pb(
+    name: "cycle"
+    tensors { id: 1 name: "a" size_bytes: 100 }
+    tensors { id: 2 name: "b" size_bytes: 100 }
+    ops { id: 1 name: "f" phase: PHASE_FORWARD input_ids: 2 output_ids: 1 }
+    ops { id: 2 name: "g" phase: PHASE_FORWARD input_ids: 1 output_ids: 2 }
+    ops { id: 3 name: "f.bwd" phase: PHASE_BACKWARD input_ids: 1 }
+  )pb");
+  Outcome o = Slackswap({"simulate", "--graph", path});
+  ExpectOneLineError(o, "INVALID_ARGUMENT", "cycle");
+  EXPECT_THAT(o.err, HasSubstr(path));
+}
+
+TEST(BadInputTest, GraphWithADanglingId) {
+  const std::string path = TempPath("dangling.txtpb");
+  WriteAll(path, R"pb(
+    name: "dangling"
+    tensors { id: 1 name: "a" size_bytes: 100 }
+    ops { id: 1 name: "f" phase: PHASE_FORWARD output_ids: 1 }
+    ops { id: 2 name: "f.bwd" phase: PHASE_BACKWARD input_ids: 1 input_ids: 42 }
+  )pb");
+  Outcome o = Slackswap({"simulate", "--graph", path});
+  ExpectOneLineError(o, "INVALID_ARGUMENT", "42");
+  EXPECT_THAT(o.err, HasSubstr(path));
+}
+
+TEST(BadInputTest, MissingGraphFile) {
+  const std::string path = TempPath("absent.json");
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path}), "NOT_FOUND",
+                     path);
+}
+
+TEST(BadInputTest, UnknownWorkload) {
+  ExpectOneLineError(Slackswap({"simulate", "--workload", "gpt-17"}),
+                     "NOT_FOUND", "gpt-17");
+}
+
+TEST(BadInputTest, UnknownHardware) {
+  ExpectOneLineError(Slackswap({"simulate", "--workload", "gpt2-xl",
+                                "--hardware", "abacus-9000"}),
+                     "NOT_FOUND", "abacus-9000");
+}
+
+TEST(BadInputTest, BadBudgets) {
+  for (const std::string budget : {"lots", "-0.5", "0", "12parsecs", "nan"}) {
+    SCOPED_TRACE(budget);
+    ExpectOneLineError(
+        Slackswap({"simulate", "--workload", "gpt2-xl", "--budget", budget}),
+        "INVALID_ARGUMENT", "budget");
+  }
+}
+
+TEST(BadInputTest, UnknownFlag) {
+  ExpectOneLineError(
+      Slackswap({"simulate", "--workload", "gpt2-xl", "--frobnicate", "3"}),
+      "INVALID_ARGUMENT", "--frobnicate");
+  ExpectOneLineError(Slackswap({"workload", "--workload", "gpt2-xl", "--out",
+                                TempPath("g.json"), "--json"}),
+                     "INVALID_ARGUMENT", "--json");
+}
+
+TEST(BadInputTest, UnknownCommand) {
+  ExpectOneLineError(Slackswap({"frobnicate"}), "INVALID_ARGUMENT",
+                     "frobnicate");
+}
+
+TEST(BadInputTest, BadTimelinePoints) {
+  for (const std::string points : {"0", "-4", "many"}) {
+    SCOPED_TRACE(points);
+    ExpectOneLineError(Slackswap({"simulate", "--workload", "gpt2-xl",
+                                  "--timeline-points", points}),
+                       "INVALID_ARGUMENT", "timeline-points");
+  }
+}
+
+TEST(BadInputTest, UnknownFileExtension) {
+  const std::string path = TempPath("graph.yaml");
+  WriteAll(path, "name: x\n");
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path}),
+                     "INVALID_ARGUMENT", path);
+}
+
+TEST(HelpTest, ListsTheCommands) {
+  Outcome o = Slackswap({"--help"});
+  EXPECT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr("simulate"));
+  EXPECT_THAT(o.out, HasSubstr("workload"));
+  EXPECT_EQ(o.err, "");
+}
+
+// --- Graph files round-trip -------------------------------------------------
+
+class GraphFileTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GraphFileTest, SimulatingTheWrittenGraphMatchesTheBuiltInWorkload) {
+  const std::string path = TempPath("g" + GetParam());
+  Outcome w = Slackswap({"workload", "--workload", "gpt2-xl", "--out", path});
+  ASSERT_EQ(w.code, 0) << w;
+  EXPECT_THAT(w.out, HasSubstr(path));
+  EXPECT_EQ(w.err, "");
+
+  v1::SimulationResult built = SimulateJson(
+      {"simulate", "--workload", "gpt2-xl", "--hardware", kHardware, "--json"});
+  v1::SimulationResult loaded = SimulateJson(
+      {"simulate", "--graph", path, "--hardware", kHardware, "--json"});
+  EXPECT_GT(built.step_ns(), 0);
+  EXPECT_EQ(loaded.step_ns(), built.step_ns());
+  EXPECT_EQ(loaded.ideal_step_ns(), built.ideal_step_ns());
+  EXPECT_EQ(loaded.peak_activation_bytes(), built.peak_activation_bytes());
+  EXPECT_EQ(loaded.peak_transient_bytes(), built.peak_transient_bytes());
+  EXPECT_EQ(loaded.static_bytes(), built.static_bytes());
+  EXPECT_EQ(loaded.events_processed(), built.events_processed());
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, GraphFileTest,
+                         ::testing::Values(".json", ".pb", ".txtpb"),
+                         [](const auto& info) { return info.param.substr(1); });
+
+// --- Outputs ----------------------------------------------------------------
+
+TEST(OutputTest, TraceIsJsonWithTraceEvents) {
+  const std::string trace = TempPath("t.json");
+  Outcome o = Slackswap(
+      {"simulate", "--workload", "gpt2-xl", "--layers", "2", "--trace", trace});
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr("step"));  // the summary is still printed
+  Struct parsed;
+  auto status =
+      google::protobuf::util::JsonStringToMessage(ReadAll(trace), &parsed);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  auto it = parsed.fields().find("traceEvents");
+  ASSERT_NE(it, parsed.fields().end());
+  ASSERT_TRUE(it->second.has_list_value());
+  // At least one complete event per op of the step.
+  int complete = 0;
+  for (const Value& e : it->second.list_value().values()) {
+    auto ph = e.struct_value().fields().find("ph");
+    if (ph != e.struct_value().fields().end() &&
+        ph->second.string_value() == "X") {
+      ++complete;
+    }
+  }
+  EXPECT_GE(complete, 58);  // 58 ops in gpt2-xl with 2 layers
+}
+
+TEST(OutputTest, TimelinePointsBoundsTheTimeline) {
+  v1::SimulationResult full =
+      SimulateJson({"simulate", "--workload", "gpt2-xl", "--json"});
+  ASSERT_GT(full.memory_timeline_size(), 50);
+  v1::SimulationResult r = SimulateJson({"simulate", "--workload", "gpt2-xl",
+                                         "--json", "--timeline-points", "50"});
+  EXPECT_GT(r.memory_timeline_size(), 0);
+  EXPECT_LE(r.memory_timeline_size(), 50);
+  // Downsampling keeps each bucket's maximum, so the peak survives.
+  int64_t peak = 0;
+  for (const v1::MemoryPoint& p : r.memory_timeline()) {
+    peak = std::max(peak, p.activation_bytes());
+  }
+  EXPECT_EQ(peak, r.peak_activation_bytes());
+  EXPECT_EQ(r.step_ns(), full.step_ns());
+}
+
+TEST(OutputTest, SameCommandSameBytes) {
+  const std::vector<std::string> args = {"simulate",   "--workload", "llama-7b",
+                                         "--hardware", kHardware,    "--json"};
+  Outcome a = Slackswap(args);
+  Outcome b = Slackswap(args);
+  ASSERT_EQ(a.code, 0) << a;
+  ASSERT_EQ(b.code, 0) << b;
+  EXPECT_FALSE(a.out.empty());
+  EXPECT_TRUE(a.out == b.out) << "two runs of the same command differ";
+}
+
+// --- Plans ------------------------------------------------------------------
+
+struct SmallWorkload {
+  std::map<std::string, int64_t> tensor_id;
+  std::map<std::string, int64_t> tensor_bytes;
+  std::map<std::string, int64_t> op_id;
+};
+
+// Writes gpt2-xl with 2 layers to JSON and reads its ids by name.
+SmallWorkload ReadSmallWorkload() {
+  SmallWorkload w;
+  const std::string path = TempPath("small.json");
+  Outcome o = Slackswap(
+      {"workload", "--workload", "gpt2-xl", "--layers", "2", "--out", path});
+  EXPECT_EQ(o.code, 0) << o;
+  v1::OperatorGraph g;
+  auto status = google::protobuf::util::JsonStringToMessage(ReadAll(path), &g);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  for (const v1::Tensor& t : g.tensors()) {
+    w.tensor_id[t.name()] = t.id();
+    w.tensor_bytes[t.name()] = t.size_bytes();
+  }
+  for (const v1::Op& op : g.ops()) w.op_id[op.name()] = op.id();
+  return w;
+}
+
+TEST(PlanTest, HandWrittenSwapPlanMovesBytes) {
+  SmallWorkload w = ReadSmallWorkload();
+  // L0.g (the GELU output) is read by L0.mlp_down in forward and by
+  // L0.mlp_down.bwd late in backward; prefetch it when backward begins.
+  ASSERT_TRUE(w.tensor_id.count("L0.g"));
+  ASSERT_TRUE(w.op_id.count("cross_entropy.bwd"));
+  const std::string plan = TempPath("plan.txtpb");
+  WriteAll(plan, absl::StrCat(
+                     "policy: \"hand-written\"\n", "decisions {\n",
+                     "  tensor_id: ", w.tensor_id["L0.g"], "\n",
+                     "  action: ACTION_SWAP\n",
+                     "  prefetch_after_op_id: ", w.op_id["cross_entropy.bwd"],
+                     "\n", "  reason: \"swap one GELU output\"\n", "}\n"));
+  const std::vector<std::string> base = {"simulate", "--workload", "gpt2-xl",
+                                         "--layers", "2",          "--hardware",
+                                         kHardware,  "--json"};
+  v1::SimulationResult keep = SimulateJson(base);
+  std::vector<std::string> with_plan = base;
+  with_plan.insert(with_plan.end(), {"--plan", plan});
+  v1::SimulationResult swap = SimulateJson(with_plan);
+
+  EXPECT_EQ(keep.d2h_bytes(), 0);
+  ASSERT_TRUE(swap.feasible()) << swap.infeasible_reason();
+  EXPECT_EQ(swap.swapped_tensors(), 1);
+  EXPECT_EQ(swap.d2h_bytes(), w.tensor_bytes["L0.g"]);
+  EXPECT_EQ(swap.h2d_bytes(), w.tensor_bytes["L0.g"]);
+  EXPECT_EQ(swap.ideal_step_ns(), keep.ideal_step_ns());
+  EXPECT_LE(swap.peak_activation_bytes(), keep.peak_activation_bytes());
+  EXPECT_GE(swap.step_ns(), keep.step_ns());
+}
+
+TEST(PlanTest, PrefetchBeforeTheLastForwardUseIsRejected) {
+  SmallWorkload w = ReadSmallWorkload();
+  const std::string plan = TempPath("bad_plan.txtpb");
+  // L0.g's last forward reader is L0.mlp_down; L0.gelu comes before it.
+  WriteAll(plan, absl::StrCat("decisions { tensor_id: ", w.tensor_id["L0.g"],
+                              " action: ACTION_SWAP prefetch_after_op_id: ",
+                              w.op_id["L0.gelu"], " }\n"));
+  ExpectOneLineError(Slackswap({"simulate", "--workload", "gpt2-xl", "--layers",
+                                "2", "--plan", plan}),
+                     "INVALID_ARGUMENT", "prefetch_after_op");
+}
+
+TEST(PlanTest, PlanNamingAMissingTensorIsRejected) {
+  const std::string plan = TempPath("missing.txtpb");
+  WriteAll(plan, "decisions { tensor_id: 999999 action: ACTION_RECOMPUTE }\n");
+  ExpectOneLineError(Slackswap({"simulate", "--workload", "gpt2-xl", "--layers",
+                                "2", "--plan", plan}),
+                     "INVALID_ARGUMENT", "999999");
+}
+
+}  // namespace
+}  // namespace slackswap
