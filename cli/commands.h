@@ -18,6 +18,7 @@ absl::Status RunWorkload(const Args& args, std::ostream& out);
 absl::Status RunPlan(const Args& args, std::ostream& out);
 absl::Status RunSweep(const Args& args, std::ostream& out);
 absl::Status RunTable(const Args& args, std::ostream& out);
+absl::Status RunHealth(const Args& args, std::ostream& out);
 
 }  // namespace slackswap
 

@@ -15,10 +15,10 @@ constexpr char kUsage[] = R"(usage: slackswap COMMAND [flags]
 commands:
   simulate  (--workload NAME | --graph FILE) [--hardware NAME|FILE]
             [--budget B] [--plan FILE] [--json] [--trace FILE]
-            [--timeline-points N] [--budget-all-memory]
+            [--timeline-points N]
   plan      (--workload NAME | --graph FILE) [--hardware NAME|FILE]
             --budget B [--policy NAME[,NAME...]|all] [--out PLAN_FILE]
-            [--json] [--timeline-points N]
+            [--json] [--timeline-points N] [--reasons]
   sweep     (--workload NAME | --graph FILE) [--hardware NAME|FILE]
             [--budgets FROM:TO:STEP] [--policy NAME[,NAME...]|all]
             [--csv|--json] [--target SHARE]
@@ -26,6 +26,11 @@ commands:
             beside the seed's figures
   workload  --workload NAME [--batch N] [--seq N] [--layers N]
             [--attention flash|unfused] --out FILE
+  health    --server HOST:PORT: exit 0 iff the server is SERVING
+
+Every command takes --server HOST:PORT to run on a slackswapd instead of
+locally, with [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]
+[--auth-token-file FILE] [--timeout SECONDS].
 
 B is a fraction of the unconstrained activation peak (0.5) or bytes with a
 unit (20GB, 512MiB). Files are .pb, .txtpb or .json.
@@ -49,6 +54,8 @@ int main(int argc, char** argv) {
     status = slackswap::RunSimulate(args, std::cout);
   } else if (command == "plan") {
     status = slackswap::RunPlan(args, std::cout);
+  } else if (command == "health") {
+    status = slackswap::RunHealth(args, std::cout);
   } else if (command == "sweep") {
     status = slackswap::RunSweep(args, std::cout);
   } else if (command == "table") {

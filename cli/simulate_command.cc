@@ -1,95 +1,65 @@
-// slackswap simulate (--workload NAME | --graph FILE) --hardware NAME|FILE
+// slackswap simulate (--workload NAME | --graph FILE) [--hardware NAME|FILE]
 //   [--budget B] [--plan FILE] [--json] [--trace FILE] [--timeline-points N]
+//   [--server HOST:PORT ...]
 #include <ostream>
 
-#include "absl/strings/str_format.h"
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
+#include "cli/print.h"
 #include "common/status_macros.h"
 #include "io/chrome_trace.h"
-#include "io/convert.h"
 #include "io/proto_file.h"
-#include "io/sources.h"
-#include "planner/budget.h"
-#include "sim/simulator.h"
 
 namespace slackswap {
-namespace {
-
-std::string Ms(int64_t ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
-
-void PrintSummary(const Graph& g, const Hardware& hw, const SimResult& r,
-                  std::ostream& out) {
-  out << absl::StrFormat(
-      "%s on %s, budget %s\n", g.name, hw.name,
-      r.budget_bytes > 0 ? FormatBytes(r.budget_bytes) : std::string("none"));
-  if (!r.feasible) {
-    out << "  infeasible: " << r.infeasible_reason << "\n";
-    return;
-  }
-  out << absl::StrFormat("  step              %s (ideal %s)\n", Ms(r.step_ns),
-                         Ms(r.ideal_step_ns));
-  out << absl::StrFormat("  throughput        %.2f%% of ideal\n",
-                         100 * r.throughput_retained);
-  out << absl::StrFormat("  peak activation   %s (unconstrained %s)\n",
-                         FormatBytes(r.peak_activation_bytes),
-                         FormatBytes(r.unconstrained_peak_bytes));
-  out << absl::StrFormat("  peak transient    %s, static %s\n",
-                         FormatBytes(r.peak_transient_bytes),
-                         FormatBytes(r.static_bytes));
-  out << absl::StrFormat("  swapped           %d tensors, D2H %s, H2D %s\n",
-                         r.swapped_tensors, FormatBytes(r.d2h_bytes),
-                         FormatBytes(r.h2d_bytes));
-  out << absl::StrFormat("  recomputed        %d tensors, %s of compute\n",
-                         r.recomputed_tensors, Ms(r.recompute_ns));
-  out << absl::StrFormat(
-      "  stalls            prefetch %s, swap-out %s, memory %s\n",
-      Ms(r.stall_prefetch_ns), Ms(r.stall_swap_out_ns), Ms(r.stall_memory_ns));
-}
-
-}  // namespace
 
 absl::Status RunSimulate(const Args& args, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(
-      Flags flags, Flags::Parse(args,
-                                Join(GraphFlags(), {"budget", "plan", "trace",
-                                                    "timeline-points"}),
-                                {"json", "budget-all-memory"}));
-  SLACKSWAP_ASSIGN_OR_RETURN(Graph g, LoadGraph(flags));
-  SLACKSWAP_ASSIGN_OR_RETURN(Hardware hw, LoadHardwareFlag(flags));
-  Plan plan = Plan::KeepAll(g);
+      Flags flags,
+      Flags::Parse(args,
+                   Join(Join(StepFlags(), BackendFlags()),
+                        {"budget", "plan", "trace", "timeline-points"}),
+                   {"json"}));
+  v1::SimulateRequest req;
+  SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
   if (flags.Has("plan")) {
-    SLACKSWAP_ASSIGN_OR_RETURN(plan, LoadPlanFile(*flags.Get("plan"), g));
+    SLACKSWAP_RETURN_IF_ERROR(
+        ReadProtoFile(*flags.Get("plan"), req.mutable_plan()));
   }
-  SimOptions opts;
   if (flags.Has("budget")) {
-    SLACKSWAP_ASSIGN_OR_RETURN(Budget budget,
-                               ParseBudget(*flags.Get("budget")));
-    opts.budget_bytes = budget.Resolve(g.index.saved_bytes);
-  } else if (plan.budget_bytes > 0) {
-    opts.budget_bytes = plan.budget_bytes;
+    SLACKSWAP_RETURN_IF_ERROR(BudgetFromFlags(
+        flags, [&](int64_t b) { req.set_budget_bytes(b); },
+        [&](double f) { req.set_budget_fraction(f); }));
   }
-  opts.budget_covers_all = flags.Has("budget-all-memory");
   SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> points,
                              flags.GetInt("timeline-points"));
-  if (points.has_value()) {
-    if (*points < 1 || *points > 1'000'000) {
-      return absl::InvalidArgumentError(
-          "--timeline-points must be in [1, 1000000]");
-    }
-    opts.timeline_points = static_cast<int32_t>(*points);
+  if (points.has_value() && (*points < 1 || *points > 100000)) {
+    return absl::InvalidArgumentError(
+        "--timeline-points must be in [1, 100000]");
   }
-  opts.record_events = flags.Has("trace");
-  SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, Simulate(g, hw, plan, opts));
+  // The whole timeline by default: --json and --trace show what happened.
+  req.set_timeline_points(points.value_or(100000));
+  req.set_include_events(flags.Has("trace"));
+
+  SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                             BackendFromFlags(flags));
+  SLACKSWAP_ASSIGN_OR_RETURN(v1::SimulateResponse resp, backend->Simulate(req));
+  v1::SimulationResult& r = *resp.mutable_result();
+  const std::string title =
+      (req.step().has_workload() ? req.step().workload().name()
+                                 : req.step().graph_inline().name()) +
+      " on " +
+      (req.step().has_hardware_inline() ? req.step().hardware_inline().name()
+                                        : req.step().hardware_name());
   if (flags.Has("trace")) {
     SLACKSWAP_RETURN_IF_ERROR(
-        WriteFile(*flags.Get("trace"), ChromeTraceJson(r, g)));
-    r.events.clear();  // the trace has them; keep --json readable
+        WriteFile(*flags.Get("trace"), ChromeTraceJson(r, title)));
+    r.clear_events();  // the trace has them; keep --json readable
   }
   if (flags.Has("json")) {
-    out << ToJson(ResultToProto(r, g));
+    out << ToJson(r);
   } else {
-    PrintSummary(g, hw, r, out);
+    PrintSimulation(title, r, out);
   }
   return absl::OkStatus();
 }

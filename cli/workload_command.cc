@@ -1,20 +1,23 @@
 // slackswap workload --workload NAME [--batch N --seq N --layers N
-//   --attention flash|unfused] --out FILE
+//   --attention flash|unfused] --out FILE [--server HOST:PORT ...]
 #include <ostream>
 
 #include "absl/strings/str_format.h"
+#include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "common/status_macros.h"
-#include "io/convert.h"
 #include "io/proto_file.h"
-#include "planner/budget.h"
 
 namespace slackswap {
 
 absl::Status RunWorkload(const Args& args, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(
-      Flags flags, Flags::Parse(args, Join(GraphFlags(), {"out"}), {}));
+      Flags flags,
+      Flags::Parse(args,
+                   Join(BackendFlags(), {"workload", "batch", "seq", "layers",
+                                         "attention", "out"}),
+                   {}));
   if (!flags.Has("workload")) {
     return absl::InvalidArgumentError("workload needs --workload NAME");
   }
@@ -22,13 +25,25 @@ absl::Status RunWorkload(const Args& args, std::ostream& out) {
     return absl::InvalidArgumentError(
         "workload needs --out FILE (.pb, .txtpb or .json)");
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(Graph g, LoadGraph(flags));
-  SLACKSWAP_RETURN_IF_ERROR(WriteProtoFile(*flags.Get("out"), GraphToProto(g)));
-  out << absl::StrFormat(
-      "wrote %s: %d ops, %d tensors, %d saved activations "
-      "(%s)\n",
-      *flags.Get("out"), g.ops.size(), g.tensors.size(), g.index.saved.size(),
-      FormatBytes(g.index.saved_bytes));
+  // Fail on the extension before asking anyone for the graph.
+  SLACKSWAP_RETURN_IF_ERROR(FormatForPath(*flags.Get("out")).status());
+  v1::GetWorkloadRequest req;
+  SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_workload(), WorkloadFromFlags(flags));
+  SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                             BackendFromFlags(flags));
+  SLACKSWAP_ASSIGN_OR_RETURN(v1::GetWorkloadResponse resp,
+                             backend->GetWorkload(req));
+  SLACKSWAP_RETURN_IF_ERROR(WriteProtoFile(*flags.Get("out"), resp.graph()));
+  out << absl::StrFormat("wrote %s: %d ops, %d tensors\n", *flags.Get("out"),
+                         resp.graph().ops_size(), resp.graph().tensors_size());
+  return absl::OkStatus();
+}
+
+absl::Status RunHealth(const Args& args, std::ostream& out) {
+  SLACKSWAP_ASSIGN_OR_RETURN(Flags flags,
+                             Flags::Parse(args, BackendFlags(), {}));
+  SLACKSWAP_RETURN_IF_ERROR(CheckHealth(flags));
+  out << *flags.Get("server") << " is SERVING\n";
   return absl::OkStatus();
 }
 

@@ -6,6 +6,8 @@
 namespace slackswap {
 namespace {
 
+namespace v1 = ::slackswap::v1;
+
 std::string Quote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
@@ -24,40 +26,39 @@ std::string Quote(const std::string& s) {
 // Trace timestamps are microseconds; keep nanosecond precision.
 std::string Us(int64_t ns) { return absl::StrFormat("%.3f", ns / 1e3); }
 
-int Tid(StreamId s) {
+int Tid(v1::Stream s) {
   switch (s) {
-    case StreamId::kCompute:
-      return 1;
-    case StreamId::kD2H:
+    case v1::STREAM_D2H:
       return 2;
-    case StreamId::kH2D:
+    case v1::STREAM_H2D:
       return 3;
+    default:
+      return 1;
   }
-  return 0;
 }
 
-const char* Category(EventType t) {
-  switch (t) {
-    case EventType::kOp:
-      return "op";
-    case EventType::kRecompute:
+const char* Category(v1::EventKind k) {
+  switch (k) {
+    case v1::EVENT_KIND_RECOMPUTE:
       return "recompute";
-    case EventType::kSwapOut:
+    case v1::EVENT_KIND_SWAP_OUT:
       return "swap_out";
-    case EventType::kPrefetch:
+    case v1::EVENT_KIND_PREFETCH:
       return "prefetch";
+    default:
+      return "op";
   }
-  return "other";
 }
 
 }  // namespace
 
-std::string ChromeTraceJson(const SimResult& r, const Graph& g) {
+std::string ChromeTraceJson(const v1::SimulationResult& r,
+                            const std::string& title) {
   std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   absl::StrAppend(&out,
                   "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,"
                   "\"args\":{\"name\":",
-                  Quote("slackswap step: " + g.name), "}}");
+                  Quote("slackswap step: " + title), "}}");
   for (auto [tid, name] : {std::pair{1, "compute"}, std::pair{2, "D2H copy"},
                            std::pair{3, "H2D copy"}}) {
     absl::StrAppend(&out,
@@ -65,22 +66,22 @@ std::string ChromeTraceJson(const SimResult& r, const Graph& g) {
                     "\"tid\":",
                     tid, ",\"args\":{\"name\":\"", name, "\"}}");
   }
-  for (const SimEvent& e : r.events) {
-    const bool compute = e.stream == StreamId::kCompute;
-    std::string name = compute ? g.ops[e.index].name : g.tensors[e.index].name;
-    if (e.type == EventType::kRecompute) name = "recompute " + name;
+  for (const v1::StreamEvent& e : r.events()) {
+    const std::string name = e.kind() == v1::EVENT_KIND_RECOMPUTE
+                                 ? "recompute " + e.name()
+                                 : e.name();
     absl::StrAppend(&out, ",\n{\"name\":", Quote(name), ",\"cat\":\"",
-                    Category(e.type),
-                    "\",\"ph\":\"X\",\"pid\":1,\"tid\":", Tid(e.stream),
-                    ",\"ts\":", Us(e.start_ns),
-                    ",\"dur\":", Us(e.end_ns - e.start_ns), "}");
+                    Category(e.kind()),
+                    "\",\"ph\":\"X\",\"pid\":1,\"tid\":", Tid(e.stream()),
+                    ",\"ts\":", Us(e.start_ns()),
+                    ",\"dur\":", Us(e.end_ns() - e.start_ns()), "}");
   }
-  for (const MemorySample& s : r.timeline) {
-    absl::StrAppend(
-        &out,
-        ",\n{\"name\":\"memory\",\"ph\":\"C\",\"pid\":1,\"ts\":", Us(s.time_ns),
-        ",\"args\":{\"activation_bytes\":", s.activation_bytes,
-        ",\"transient_bytes\":", s.transient_bytes, "}}");
+  for (const v1::MemoryPoint& s : r.memory_timeline()) {
+    absl::StrAppend(&out,
+                    ",\n{\"name\":\"memory\",\"ph\":\"C\",\"pid\":1,\"ts\":",
+                    Us(s.time_ns()),
+                    ",\"args\":{\"activation_bytes\":", s.activation_bytes(),
+                    ",\"transient_bytes\":", s.transient_bytes(), "}}");
   }
   absl::StrAppend(&out, "\n]}\n");
   return out;

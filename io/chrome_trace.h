@@ -3,22 +3,21 @@
 // (compute, D2H, H2D) and a counter track for activation and transient
 // memory.
 //
-//   SimOptions opts;
-//   opts.record_events = true;
-//   SimResult r = *Simulate(g, hw, plan, opts);
-//   std::string json = ChromeTraceJson(r, g);
+//   v1::SimulationResult r = ...;  // simulated with events recorded
+//   std::string json = ChromeTraceJson(r, "gpt2-xl");
 #ifndef SLACKSWAP_IO_CHROME_TRACE_H_
 #define SLACKSWAP_IO_CHROME_TRACE_H_
 
 #include <string>
 
-#include "planner/graph.h"
-#include "sim/simulator.h"
+#include "slackswap/v1/simulation.pb.h"
 
 namespace slackswap {
 
-// REQUIRES: r recorded with record_events (else only memory is shown).
-std::string ChromeTraceJson(const SimResult& r, const Graph& g);
+// Events come from r.events (empty unless the simulation recorded them),
+// memory from r.memory_timeline.
+std::string ChromeTraceJson(const slackswap::v1::SimulationResult& r,
+                            const std::string& title);
 
 }  // namespace slackswap
 

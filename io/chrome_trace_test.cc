@@ -11,19 +11,22 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(ChromeTraceTest, IsValidJsonWithStreamsAndMemory) {
-  Graph g;
-  g.name = "g";
-  int32_t a = g.AddTensor({.name = "a \"quoted\"", .bytes = 10});
-  g.AddOp({.name = "f", .phase = Phase::kForward, .outputs = {a}});
-  g.AddOp({.name = "b", .phase = Phase::kBackward, .inputs = {a}});
-  ASSERT_TRUE(IndexGraph(g).ok());
-  SimResult r;
-  r.events.push_back({StreamId::kCompute, EventType::kOp, 0, 0, 1500});
-  r.events.push_back({StreamId::kD2H, EventType::kSwapOut, a, 1500, 2500});
-  r.events.push_back(
-      {StreamId::kCompute, EventType::kRecompute, 0, 3000, 4000});
-  r.timeline.push_back({0, 10, 0});
-  std::string json = ChromeTraceJson(r, g);
+  v1::SimulationResult r;
+  auto add = [&](v1::Stream s, v1::EventKind k, const char* name, int64_t start,
+                 int64_t end) {
+    v1::StreamEvent* e = r.add_events();
+    e->set_stream(s);
+    e->set_kind(k);
+    e->set_name(name);
+    e->set_start_ns(start);
+    e->set_end_ns(end);
+  };
+  add(v1::STREAM_COMPUTE, v1::EVENT_KIND_OP, "f", 0, 1500);
+  add(v1::STREAM_D2H, v1::EVENT_KIND_SWAP_OUT, "a \"quoted\"", 1500, 2500);
+  add(v1::STREAM_COMPUTE, v1::EVENT_KIND_RECOMPUTE, "f", 3000, 4000);
+  v1::MemoryPoint* m = r.add_memory_timeline();
+  m->set_activation_bytes(10);
+  std::string json = ChromeTraceJson(r, "g");
   google::protobuf::Struct parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok())
       << json;

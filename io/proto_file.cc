@@ -70,9 +70,12 @@ absl::Status ParseProto(absl::string_view data, FileFormat format,
           google::protobuf::StringPiece(data.data(), data.size()), msg,
           options);
       if (!status.ok()) {
-        // The parser quotes the input over several lines; keep one.
+        // The parser quotes the input over several lines, bytes and all:
+        // keep one line of printable ASCII.
         std::string message(status.message());
-        std::replace(message.begin(), message.end(), '\n', ' ');
+        for (char& c : message) {
+          if (c < 0x20 || c > 0x7e) c = c == '\n' ? ' ' : '?';
+        }
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": not a valid JSON ", type, ": ",
                          absl::StripTrailingAsciiWhitespace(message)));

@@ -47,9 +47,8 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(absl::string_view name) {
                                           ")"));
 }
 
-absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view name,
-                                            const PlanningContext& ctx,
-                                            const SimOptions& report) {
+absl::StatusOr<Plan> MakePlan(absl::string_view name,
+                              const PlanningContext& ctx) {
   SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
                              CreatePolicy(name));
   if (ctx.budget_bytes <= 0) {
@@ -58,13 +57,27 @@ absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view name,
   }
   SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, policy->MakePlan(ctx));
   plan.policy = policy->name();
+  // The ideal step is the reference, run with no limit.
+  plan.budget_bytes = name == "ideal" ? 0 : ctx.budget_bytes;
+  return plan;
+}
+
+absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
+                                       const PlanningContext& ctx,
+                                       const Plan& plan,
+                                       const SimOptions& report) {
   SimOptions opts = report;
   opts.should_stop = ctx.should_stop;
-  // The ideal step is the reference, run with no limit.
   opts.budget_bytes = name == "ideal" ? 0 : ctx.budget_bytes;
-  plan.budget_bytes = opts.budget_bytes;
+  return Simulate(ctx.graph, ctx.hw, plan, opts);
+}
+
+absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view name,
+                                            const PlanningContext& ctx,
+                                            const SimOptions& report) {
+  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, MakePlan(name, ctx));
   SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
-                             Simulate(ctx.graph, ctx.hw, plan, opts));
+                             SimulatePlan(name, ctx, plan, report));
   return PlanOutcome{std::move(plan), std::move(result)};
 }
 

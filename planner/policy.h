@@ -58,7 +58,20 @@ struct PlanOutcome {
   SimResult result;
 };
 
-// Runs the named policy and simulates its plan under ctx.budget_bytes with
+// Runs the named policy: its plan for ctx.budget_bytes, prefetch points set,
+// decisions explained.
+absl::StatusOr<Plan> MakePlan(absl::string_view policy,
+                              const PlanningContext& ctx);
+
+// The simulator's verdict on a policy's plan, as reported: under
+// ctx.budget_bytes (ideal: no limit) with `report` options.
+absl::StatusOr<SimResult> SimulatePlan(absl::string_view policy,
+                                       const PlanningContext& ctx,
+                                       const Plan& plan,
+                                       const SimOptions& report);
+
+// MakePlan, then SimulatePlan. Runs the named policy and simulates its plan
+// under ctx.budget_bytes with
 // `report` options (timeline points, events). `ideal` is simulated with no
 // limit. Fails with the policy's or simulator's error; an infeasible plan is
 // an outcome whose result says so.

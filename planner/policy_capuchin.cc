@@ -35,6 +35,7 @@ class CapuchinPolicy : public Policy {
         std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
     Plan base = Plan::KeepAll(ctx.graph);
     SlackFiller filler(a);
+    int64_t host_bytes = 0;
     for (const Candidate* c : OrderCandidates(
              a,
              [&](const Candidate&c) {
@@ -44,9 +45,11 @@ class CapuchinPolicy : public Policy {
                return FreeTime(a, x) > FreeTime(a, y);
              })) {
       if (to_free <= 0) break;
+      if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
       if (filler.TryAdmit(a.candidate_of[c->tensor])) {
         base.decisions[c->tensor].action = Action::kSwap;
         to_free -= c->bytes;
+        host_bytes += c->bytes;
       }
     }
     std::vector<Move> moves;

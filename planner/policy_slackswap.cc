@@ -6,7 +6,7 @@
 //  2. Fill that slack with the swaps that save the most recompute time per
 //     byte transferred (most expensive to rebuild per byte first), admitting
 //     a swap only while every admitted copy still meets its deadline on both
-//     streams.
+//     streams and the host copies fit in pinned memory.
 //  3. Recompute the rest, cheapest rebuild per byte first, as few as the
 //     budget allows (checked by simulation).
 //  4. Repair, judged by simulation: a swap whose prefetch still arrives late
@@ -47,9 +47,12 @@ class SlackSwapPolicy : public Policy {
     // The swaps the slack admits, most valuable first.
     std::vector<int32_t> admitted;
     SlackFiller filler(a);
+    int64_t host_bytes = 0;
     for (const Candidate* c : by_rebuild_cost) {
+      if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
       if (filler.TryAdmit(a.candidate_of[c->tensor])) {
         admitted.push_back(c->tensor);
+        host_bytes += c->bytes;
       }
     }
     // Levels of fill, judged by simulation: all the slack, just what the

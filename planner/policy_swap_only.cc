@@ -14,10 +14,14 @@ class SwapOnlyPolicy : public Policy {
 
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     std::vector<Move> moves;
+    int64_t host_bytes = 0;
     for (const Candidate* c : OrderCandidates(
              ctx.analysis, CanSwap, [](const Candidate&x, const Candidate&y) {
                return x.bytes > y.bytes;
              })) {
+      // Host copies must fit in pinned memory.
+      if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
+      host_bytes += c->bytes;
       moves.push_back({c->tensor, Action::kSwap});
     }
     SLACKSWAP_ASSIGN_OR_RETURN(

@@ -1,0 +1,87 @@
+// Google Benchmark: plan + simulate, per policy, on the reference workloads
+// and on synthetic transformer steps of about 1k, 10k and 100k ops. One
+// iteration is what a request costs: analysis, the policy's search (its
+// candidate simulations) and the final simulation of its plan.
+//
+//   taskset -c 1 build/bench/planner_bench
+#include <map>
+#include <string>
+
+#include "benchmark/benchmark.h"
+#include "planner/policy.h"
+#include "planner/transformer.h"
+
+namespace slackswap {
+namespace {
+
+// A GPT-2-XL-shaped decoder with `layers` layers: 24 ops a layer, 10 more.
+Graph Synthetic(int64_t target_ops) {
+  TransformerConfig c = *FindPreset("gpt2-xl");
+  c.layers = static_cast<int32_t>((target_ops - 10) / 24);
+  c.batch = 1;  // keeps host copies within pinned memory at 100k ops
+  return *BuildTransformer(c);
+}
+
+const Graph& CachedGraph(const std::string& name) {
+  static auto* graphs = new std::map<std::string, Graph>;
+  auto it = graphs->find(name);
+  if (it != graphs->end()) return it->second;
+  Graph g;
+  if (name == "ops_1k") {
+    g = Synthetic(1'000);
+  } else if (name == "ops_10k") {
+    g = Synthetic(10'000);
+  } else if (name == "ops_100k") {
+    g = Synthetic(100'000);
+  } else {
+    g = *BuildTransformer(*FindPreset(name));
+  }
+  return graphs->emplace(name, std::move(g)).first->second;
+}
+
+void BM_PlanAndSimulate(benchmark::State& state, std::string workload,
+                        std::string policy) {
+  const Graph& g = CachedGraph(workload);
+  const Hardware hw = *FindHardware("a100-80gb-pcie4");
+  SimOptions report;
+  report.timeline_points = 200;
+  double retained = 0;
+  for (auto _ : state) {
+    absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, hw);
+    const PlanningContext ctx{g, hw, *a, g.index.saved_bytes / 2};
+    absl::StatusOr<PlanOutcome> out = PlanAndSimulate(policy, ctx, report);
+    if (!out.ok()) {
+      state.SkipWithError(std::string(out.status().message()).c_str());
+      return;
+    }
+    retained = out->result.throughput_retained;
+    benchmark::DoNotOptimize(retained);
+  }
+  state.counters["ops"] = static_cast<double>(g.ops.size());
+  state.counters["retained"] = retained;
+}
+
+void RegisterAll() {
+  for (const char* workload :
+       {"bert-large", "gpt2-xl", "llama-7b", "ops_1k", "ops_10k", "ops_100k"}) {
+    for (const std::string& policy : PolicyNames()) {
+      benchmark::RegisterBenchmark(
+          ("BM_PlanAndSimulate/" + std::string(workload) + "/" + policy)
+              .c_str(),
+          BM_PlanAndSimulate, workload, policy)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace slackswap
+
+int main(int argc, char** argv) {
+  slackswap::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

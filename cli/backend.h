@@ -1,0 +1,50 @@
+// Where the CLI's requests go: the planning core in this process, or a
+// slackswapd over gRPC (--server HOST:PORT). Both take and return the same
+// slackswap.v1 messages, so local and remote answers are the same.
+//
+//   absl::StatusOr<std::unique_ptr<Backend>> b = BackendFromFlags(flags);
+//   absl::StatusOr<v1::PlanResponse> r = (*b)->Plan(request);
+#ifndef SLACKSWAP_CLI_BACKEND_H_
+#define SLACKSWAP_CLI_BACKEND_H_
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "cli/flags.h"
+#include "slackswap/v1/planner_service.pb.h"
+
+namespace slackswap {
+
+namespace v1 = ::slackswap::v1;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& req) = 0;
+  // Calls `on_message` for each streamed message, in order.
+  virtual absl::Status Sweep(
+      const v1::SweepRequest& req,
+      const std::function<void(const v1::SweepResponse&)>& on_message) = 0;
+  virtual absl::StatusOr<v1::SimulateResponse> Simulate(
+      const v1::SimulateRequest& req) = 0;
+  virtual absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
+      const v1::GetWorkloadRequest& req) = 0;
+};
+
+// Flags every subcommand accepts for choosing the backend: --server,
+// --tls-ca, --tls-cert, --tls-key, --auth-token-file, --timeout.
+const std::set<std::string>& BackendFlags();
+
+// Local unless --server is given.
+absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags(const Flags& flags);
+
+// grpc.health.v1 Check against --server: OK iff SERVING, else UNAVAILABLE
+// saying what the server answered.
+absl::Status CheckHealth(const Flags& flags);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_CLI_BACKEND_H_

@@ -1,0 +1,382 @@
+#include "core/planning_core.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "core/request_convert.h"
+#include "io/convert.h"
+#include "planner/budget.h"
+#include "planner/policy.h"
+#include "planner/transformer.h"
+
+namespace slackswap {
+namespace {
+
+class Stopwatch {
+ public:
+  double Lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const std::chrono::duration<double> d = now - last_;
+    last_ = now;
+    return d.count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ =
+      std::chrono::steady_clock::now();
+};
+
+// Plans and judges one policy, reporting to the observer.
+struct PolicyRunner {
+  const PlanningContext& ctx;
+  CoreObserver* observer;
+
+  absl::StatusOr<PlanOutcome> Run(const std::string& policy,
+                                  const SimOptions& report,
+                                  double* seconds) const {
+    Stopwatch watch;
+    SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, MakePlan(policy, ctx));
+    const double planner_seconds = watch.Lap();
+    SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
+                               SimulatePlan(policy, ctx, plan, report));
+    const double simulator_seconds = watch.Lap();
+    if (observer != nullptr) {
+      observer->PolicyRun(policy, planner_seconds, simulator_seconds,
+                          result.throughput_retained, result.feasible);
+    }
+    if (seconds != nullptr) *seconds = planner_seconds + simulator_seconds;
+    return PlanOutcome{std::move(plan), std::move(result)};
+  }
+
+  absl::StatusOr<SimResult> Quiet(const std::string& policy,
+                                  int64_t budget) const {
+    PlanningContext at = ctx;
+    at.budget_bytes = budget;
+    SimOptions report;
+    report.record_timeline = false;
+    SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome out, (PolicyRunner{at, observer}.Run(
+                                                    policy, report, nullptr)));
+    return out.result;
+  }
+};
+
+double Fraction(int64_t bytes, int64_t peak) {
+  return static_cast<double>(bytes) / std::max<int64_t>(1, peak);
+}
+
+// The smallest budget at which `policy` retains `target`: bisection in bytes
+// from the lowest swept budget that reaches it down to the highest that
+// does not, to 0.1% of the peak.
+absl::StatusOr<v1::TargetAnswer> FindTarget(
+    const PolicyRunner& runner, const std::string& policy, double target,
+    const std::vector<v1::SweepPoint>& points, int64_t peak) {
+  v1::TargetAnswer out;
+  out.set_policy(policy);
+  out.set_target(target);
+  int64_t hi = -1;
+  double hi_retained = 0;
+  for (const v1::SweepPoint& p : points) {
+    if (p.policy() == policy && p.feasible() &&
+        p.throughput_retained() >= target &&
+        (hi < 0 || p.budget_bytes() < hi)) {
+      hi = p.budget_bytes();
+      hi_retained = p.throughput_retained();
+    }
+  }
+  if (hi < 0) {
+    // Keeping everything always fits; try the full peak before giving up.
+    SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, runner.Quiet(policy, peak));
+    if (!r.feasible || r.throughput_retained < target) {
+      out.set_reached(false);
+      return out;
+    }
+    hi = peak;
+    hi_retained = r.throughput_retained;
+  }
+  int64_t lo = 0;
+  for (const v1::SweepPoint& p : points) {
+    if (p.policy() == policy && p.budget_bytes() < hi) {
+      lo = std::max(lo, p.budget_bytes());
+    }
+  }
+  while (hi - lo > std::max<int64_t>(1, peak / 1000)) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, runner.Quiet(policy, mid));
+    if (r.feasible && r.throughput_retained >= target) {
+      hi = mid;
+      hi_retained = r.throughput_retained;
+    } else {
+      lo = mid;
+    }
+  }
+  out.set_reached(true);
+  out.set_budget_bytes(hi);
+  out.set_budget_fraction(Fraction(hi, peak));
+  out.set_throughput_retained(hi_retained);
+  return out;
+}
+
+void StripReasons(v1::Plan* plan) {
+  for (v1::Decision& d : *plan->mutable_decisions()) d.clear_reason();
+}
+
+}  // namespace
+
+PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer)
+    : limits_(limits), observer_(observer) {}
+
+absl::StatusOr<v1::PlanResponse> PlanningCore::Plan(const v1::PlanRequest& req,
+                                                    const StopFn& stop) const {
+  Stopwatch watch;
+  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      int64_t budget,
+      ResolveBudget(req.budget_case() == v1::PlanRequest::kBudgetBytes,
+                    req.budget_bytes(),
+                    req.budget_case() == v1::PlanRequest::kBudgetFraction,
+                    req.budget_fraction(), step.graph, /*optional=*/false));
+  SLACKSWAP_ASSIGN_OR_RETURN(std::vector<std::string> policies,
+                             ResolvePolicies(req.policies()));
+  SLACKSWAP_RETURN_IF_ERROR(
+      CheckTimelinePoints(req.timeline_points(), limits_));
+  const Graph& g = step.graph;
+  if (req.include_events() &&
+      static_cast<int64_t>(g.ops.size()) > limits_.max_event_ops) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "include_events: the graph has ", g.ops.size(),
+        " ops; events are served for at most ", limits_.max_event_ops));
+  }
+  if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
+
+  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, step.hw));
+  PlanningContext ctx{g, step.hw, analysis, budget, stop};
+  const PolicyRunner runner{ctx, observer_};
+  SimOptions report;
+  report.timeline_points = req.timeline_points();
+  report.record_timeline = req.timeline_points() > 0;
+  report.record_events = req.include_events();
+
+  v1::PlanResponse resp;
+  v1::PlanReport& out = *resp.mutable_report();
+  out.set_graph_name(g.name);
+  out.set_hardware_name(step.hw.name);
+  out.set_budget_bytes(budget);
+  out.set_unconstrained_peak_bytes(g.index.saved_bytes);
+  out.set_budget_fraction(Fraction(budget, g.index.saved_bytes));
+  bool any_budgeted = false;
+  bool any_feasible = false;
+  for (const std::string& name : policies) {
+    double seconds = 0;
+    SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o,
+                               runner.Run(name, report, &seconds));
+    v1::PolicyResult* p = out.add_results();
+    p->set_policy(name);
+    *p->mutable_result() = ResultToProto(o.result, g);
+    *p->mutable_plan() = PlanToProto(o.plan, g, step.hw.name);
+    if (!req.include_reasons()) StripReasons(p->mutable_plan());
+    p->set_planning_seconds(seconds);
+    if (name != "ideal") {
+      any_budgeted = true;
+      any_feasible |= o.result.feasible;
+    }
+  }
+  if (any_budgeted && !any_feasible) {
+    int64_t lowest = std::numeric_limits<int64_t>::max();
+    std::string by;
+    for (const std::string& name : policies) {
+      if (name == "ideal") continue;
+      SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
+                                 MinimumFeasibleBudget(name, ctx));
+      if (minimum < lowest) {
+        lowest = minimum;
+        by = name;
+      }
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "budget ", budget, " bytes (", FormatBytes(budget),
+        ") cannot be met: the lowest activation peak reachable is ", lowest,
+        " bytes (", FormatBytes(lowest), ", ",
+        absl::StrFormat("%.3f", Fraction(lowest, g.index.saved_bytes)),
+        " of the unconstrained peak, with ", by, ")"));
+  }
+  resp.set_server_seconds(watch.Lap());
+  return resp;
+}
+
+absl::Status PlanningCore::Sweep(
+    const v1::SweepRequest& req, const StopFn& stop,
+    const std::function<bool(const v1::SweepResponse&)>& emit) const {
+  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
+  SLACKSWAP_ASSIGN_OR_RETURN(std::vector<std::string> policies,
+                             ResolvePolicies(req.policies()));
+  const double from = req.from() == 0 ? 0.1 : req.from();
+  const double to = req.to() == 0 ? 1.0 : req.to();
+  const double by = req.step_fraction() == 0 ? 0.05 : req.step_fraction();
+  if (!(std::isfinite(from) && from > 0 && from <= 1000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("from must be in (0, 1000], got ", from));
+  }
+  if (!(std::isfinite(to) && to >= from && to <= 1000)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("to must be in [from, 1000], got ", to));
+  }
+  if (!(std::isfinite(by) && by > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step_fraction must be > 0, got ", by));
+  }
+  const double count = std::floor((to - from) / by + 1e-9) + 1;
+  if (count * policies.size() > limits_.max_sweep_points) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "from/to/step_fraction: ", count, " budgets x ", policies.size(),
+        " policies exceed the limit of ", limits_.max_sweep_points, " points"));
+  }
+  if (!std::isfinite(req.target()) || req.target() < 0 || req.target() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target must be in [0, 1], got ", req.target()));
+  }
+  const Graph& g = step.graph;
+  if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
+  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, step.hw));
+  const int64_t peak = g.index.saved_bytes;
+  PlanningContext ctx{g, step.hw, analysis, std::max<int64_t>(1, peak), stop};
+  const PolicyRunner runner{ctx, observer_};
+  auto send = [&](const v1::SweepResponse& r) -> absl::Status {
+    if (!emit(r)) return absl::CancelledError("the client went away");
+    return absl::OkStatus();
+  };
+
+  std::vector<v1::SweepPoint> points;
+  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
+    // Rounded so that 0.1 + 3 * 0.3 is 1.0, not 0.9999999999999999.
+    const double f = std::round((from + i * by) * 1e9) / 1e9;
+    const int64_t budget = Budget::Fraction(f).Resolve(peak);
+    for (const std::string& policy : policies) {
+      SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, runner.Quiet(policy, budget));
+      v1::SweepResponse msg;
+      v1::SweepPoint* p = msg.mutable_point();
+      p->set_policy(policy);
+      p->set_budget_fraction(f);
+      p->set_budget_bytes(budget);
+      p->set_feasible(r.feasible);
+      p->set_throughput_retained(r.throughput_retained);
+      p->set_peak_activation_bytes(r.peak_activation_bytes);
+      p->set_infeasible_reason(r.infeasible_reason);
+      points.push_back(*p);
+      SLACKSWAP_RETURN_IF_ERROR(send(msg));
+    }
+  }
+  if (req.target() > 0) {
+    for (const std::string& policy : policies) {
+      if (policy == "ideal") continue;  // no budget to find
+      v1::SweepResponse msg;
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          *msg.mutable_target(),
+          FindTarget(runner, policy, req.target(), points, peak));
+      SLACKSWAP_RETURN_IF_ERROR(send(msg));
+    }
+  }
+  for (const std::string& policy : policies) {
+    const bool infeasible_somewhere =
+        std::any_of(points.begin(), points.end(), [&](const v1::SweepPoint& p) {
+          return p.policy() == policy && !p.feasible();
+        });
+    if (!infeasible_somewhere) continue;
+    SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
+                               MinimumFeasibleBudget(policy, ctx));
+    v1::SweepResponse msg;
+    v1::PolicyMinimum* m = msg.mutable_minimum();
+    m->set_policy(policy);
+    m->set_budget_bytes(minimum);
+    m->set_budget_fraction(Fraction(minimum, peak));
+    SLACKSWAP_RETURN_IF_ERROR(send(msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::SimulateResponse> PlanningCore::Simulate(
+    const v1::SimulateRequest& req, const StopFn& stop) const {
+  Stopwatch watch;
+  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
+  SLACKSWAP_RETURN_IF_ERROR(
+      CheckTimelinePoints(req.timeline_points(), limits_));
+  const Graph& g = step.graph;
+  if (req.include_events() &&
+      static_cast<int64_t>(g.ops.size()) > limits_.max_event_ops) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "include_events: the graph has ", g.ops.size(),
+        " ops; events are served for at most ", limits_.max_event_ops));
+  }
+  if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
+  slackswap::Plan plan = slackswap::Plan::KeepAll(g);
+  if (req.has_plan()) {
+    absl::StatusOr<slackswap::Plan> p = PlanFromProto(req.plan(), g);
+    if (!p.ok()) return InField("plan", p.status());
+    plan = *std::move(p);
+  }
+  SimOptions opts;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      opts.budget_bytes,
+      ResolveBudget(req.budget_case() == v1::SimulateRequest::kBudgetBytes,
+                    req.budget_bytes(),
+                    req.budget_case() == v1::SimulateRequest::kBudgetFraction,
+                    req.budget_fraction(), g, /*optional=*/true));
+  if (req.budget_case() == v1::SimulateRequest::BUDGET_NOT_SET) {
+    opts.budget_bytes = plan.budget_bytes;
+  }
+  opts.timeline_points = req.timeline_points();
+  opts.record_timeline = req.timeline_points() > 0;
+  opts.record_events = req.include_events();
+  opts.should_stop = stop;
+  absl::StatusOr<SimResult> r = slackswap::Simulate(g, step.hw, plan, opts);
+  if (!r.ok()) return InField("plan", r.status());
+  v1::SimulateResponse resp;
+  *resp.mutable_result() = ResultToProto(*r, g);
+  resp.set_server_seconds(watch.Lap());
+  return resp;
+}
+
+v1::ListHardwareProfilesResponse PlanningCore::ListHardwareProfiles() const {
+  v1::ListHardwareProfilesResponse resp;
+  for (const Hardware& hw : HardwareCatalog()) {
+    *resp.add_profiles() = HardwareToProto(hw);
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::ListWorkloadsResponse> PlanningCore::ListWorkloads() const {
+  v1::ListWorkloadsResponse resp;
+  for (const std::string& name : PresetNames()) {
+    SLACKSWAP_ASSIGN_OR_RETURN(TransformerConfig c, FindPreset(name));
+    SLACKSWAP_ASSIGN_OR_RETURN(Graph g, BuildTransformer(c));
+    v1::WorkloadInfo* w = resp.add_workloads();
+    w->set_name(name);
+    w->set_layers(c.layers);
+    w->set_hidden(c.hidden);
+    w->set_heads(c.heads);
+    w->set_ffn(c.ffn);
+    w->set_seq(c.seq);
+    w->set_batch(c.batch);
+    w->set_ops(g.ops.size());
+    w->set_saved_activation_bytes(g.index.saved_bytes);
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::GetWorkloadResponse> PlanningCore::GetWorkload(
+    const v1::GetWorkloadRequest& req) const {
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      WorkloadOverrides o,
+      ResolveOverrides(req.workload(), "workload", limits_));
+  absl::StatusOr<Graph> g = BuildWorkload(req.workload().name(), o);
+  if (!g.ok()) return InField("workload", g.status());
+  v1::GetWorkloadResponse resp;
+  *resp.mutable_graph() = GraphToProto(*g);
+  return resp;
+}
+
+}  // namespace slackswap

@@ -1,0 +1,89 @@
+// The planning service's logic, free of any transport: takes the
+// slackswap.v1 request messages, validates them (errors name the field),
+// converts them to domain structs once, runs the planner and simulator, and
+// builds the response messages. The gRPC server and the CLI's local mode
+// both call it, so the same request gives the same result either way.
+//
+//   PlanningCore core(CoreLimits{});
+//   v1::PlanRequest req;
+//   req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+//   req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+//   req.set_budget_fraction(0.5);
+//   absl::StatusOr<v1::PlanResponse> resp = core.Plan(req, /*stop=*/{});
+//
+// Thread-safe: const methods only, no shared mutable state.
+#ifndef SLACKSWAP_CORE_PLANNING_CORE_H_
+#define SLACKSWAP_CORE_PLANNING_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "slackswap/v1/planner_service.pb.h"
+
+namespace slackswap {
+
+namespace v1 = ::slackswap::v1;
+
+// Per-request bounds: a request beyond them is refused up front with
+// RESOURCE_EXHAUSTED naming the field and the limit.
+struct CoreLimits {
+  int64_t max_graph_ops = 1'000'000;
+  int64_t max_graph_tensors = 2'000'000;
+  int64_t max_workload_layers = 10'000;
+  int32_t max_timeline_points = 100'000;
+  int32_t max_sweep_points = 1'000;
+  // Events grow with the graph; refused above this many ops.
+  int64_t max_event_ops = 200'000;
+};
+
+// What the server wants to measure; every method has a no-op default.
+class CoreObserver {
+ public:
+  virtual ~CoreObserver() = default;
+  virtual void GraphOps(int64_t ops) {}
+  virtual void PolicyRun(const std::string& policy, double planner_seconds,
+                         double simulator_seconds, double retained,
+                         bool feasible) {}
+};
+
+// Polled inside the planner's and simulator's loops; true stops the request
+// with CANCELLED.
+using StopFn = std::function<bool()>;
+
+class PlanningCore {
+ public:
+  // REQUIRES: observer, if any, outlives the core and is thread-safe.
+  explicit PlanningCore(CoreLimits limits, CoreObserver* observer = nullptr);
+
+  // FAILED_PRECONDITION when no requested policy (ideal aside) meets the
+  // budget, with the lowest budget any of them reaches.
+  absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& req,
+                                        const StopFn& stop) const;
+
+  // Calls `emit` with each point as soon as it is computed, then the target
+  // answers and the minimums. Stops with CANCELLED if `emit` returns false.
+  absl::Status Sweep(
+      const v1::SweepRequest& req, const StopFn& stop,
+      const std::function<bool(const v1::SweepResponse&)>& emit) const;
+
+  absl::StatusOr<v1::SimulateResponse> Simulate(const v1::SimulateRequest& req,
+                                                const StopFn& stop) const;
+
+  v1::ListHardwareProfilesResponse ListHardwareProfiles() const;
+  absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() const;
+  absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
+      const v1::GetWorkloadRequest& req) const;
+
+  const CoreLimits& limits() const { return limits_; }
+
+ private:
+  // Immutable after construction.
+  const CoreLimits limits_;
+  CoreObserver* const observer_;
+};
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_CORE_PLANNING_CORE_H_

@@ -1,0 +1,195 @@
+#include "core/planning_core.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace slackswap {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::PlanRequest Gpt2Request(int64_t layers = 2) {
+  v1::PlanRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(layers);
+  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  req.set_budget_fraction(0.5);
+  return req;
+}
+
+std::string ErrorOf(const absl::Status& s, absl::StatusCode code) {
+  EXPECT_EQ(s.code(), code) << s;
+  return std::string(s.message());
+}
+
+TEST(PlanningCoreTest, PlansEveryPolicyByDefault) {
+  PlanningCore core{CoreLimits{}};
+  absl::StatusOr<v1::PlanResponse> resp = core.Plan(Gpt2Request(), {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_EQ(resp->report().results_size(), 5);
+  EXPECT_EQ(resp->report().results(4).policy(), "slackswap");
+  EXPECT_TRUE(resp->report().results(4).result().feasible());
+  EXPECT_LE(resp->report().results(4).result().peak_activation_bytes(),
+            resp->report().budget_bytes());
+  // Reasons only on request.
+  EXPECT_TRUE(resp->report().results(4).plan().decisions(0).reason().empty());
+}
+
+TEST(PlanningCoreTest, SameRequestSameAnswer) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Gpt2Request();
+  req.set_include_reasons(true);
+  req.set_timeline_points(50);
+  v1::PlanResponse a = *core.Plan(req, {});
+  v1::PlanResponse b = *core.Plan(req, {});
+  for (v1::PlanResponse* r : {&a, &b}) {
+    r->clear_server_seconds();
+    for (auto& p : *r->mutable_report()->mutable_results()) {
+      p.clear_planning_seconds();
+    }
+  }
+  EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
+  EXPECT_LE(a.report().results(4).result().memory_timeline_size(), 50);
+  EXPECT_FALSE(a.report().results(4).plan().decisions(0).reason().empty());
+}
+
+TEST(PlanningCoreTest, ErrorsNameTheField) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Gpt2Request();
+  req.mutable_step()->mutable_workload()->set_name("gpt5");
+  EXPECT_THAT(ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kNotFound),
+              HasSubstr("step.workload"));
+  req = Gpt2Request();
+  req.mutable_step()->set_hardware_name("tpu");
+  EXPECT_THAT(ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kNotFound),
+              HasSubstr("step.hardware_name"));
+  req = Gpt2Request();
+  req.set_budget_bytes(-1);
+  EXPECT_THAT(
+      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      HasSubstr("budget_bytes must be > 0"));
+  req = Gpt2Request();
+  req.clear_budget_fraction();
+  EXPECT_THAT(
+      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      HasSubstr("budget: set budget_bytes or budget_fraction"));
+  req = Gpt2Request();
+  req.add_policies("slackswap");
+  req.add_policies("magic");
+  EXPECT_THAT(
+      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      HasSubstr("policies[1]: unknown policy 'magic'"));
+  req = Gpt2Request();
+  req.mutable_step()->clear_workload();
+  EXPECT_THAT(
+      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      HasSubstr("step: set graph_inline or workload"));
+  req = Gpt2Request();
+  req.set_timeline_points(-3);
+  EXPECT_THAT(
+      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      HasSubstr("timeline_points"));
+}
+
+TEST(PlanningCoreTest, InlineGraphErrorsNameTheOp) {
+  PlanningCore core{CoreLimits{}};
+  v1::GetWorkloadRequest get;
+  get.mutable_workload()->set_name("gpt2-xl");
+  get.mutable_workload()->set_layers(1);
+  v1::PlanRequest req = Gpt2Request();
+  *req.mutable_step()->mutable_graph_inline() = core.GetWorkload(get)->graph();
+  req.mutable_step()->mutable_graph_inline()->mutable_ops(3)->add_input_ids(
+      987654);
+  EXPECT_THAT(
+      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      HasSubstr("step.graph_inline: op 3 ("));
+}
+
+TEST(PlanningCoreTest, LimitsAreRefusedUpFront) {
+  CoreLimits limits;
+  limits.max_graph_ops = 50;
+  PlanningCore core{limits};
+  EXPECT_THAT(ErrorOf(core.Plan(Gpt2Request(), {}).status(),
+                      absl::StatusCode::kResourceExhausted),
+              HasSubstr("exceed the limit of 50"));
+  v1::PlanRequest req = Gpt2Request(20000);
+  EXPECT_THAT(ErrorOf(core.Plan(req, {}).status(),
+                      absl::StatusCode::kResourceExhausted),
+              HasSubstr("step.workload.layers"));
+}
+
+TEST(PlanningCoreTest, ABudgetNothingMeetsIsAFailedPrecondition) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Gpt2Request();
+  req.set_budget_bytes(1000);
+  req.add_policies("slackswap");
+  std::string msg = ErrorOf(core.Plan(req, {}).status(),
+                            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(msg, HasSubstr("the lowest activation peak reachable is"));
+}
+
+TEST(PlanningCoreTest, StopsWhenAskedTo) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Gpt2Request(48);
+  absl::StatusOr<v1::PlanResponse> resp = core.Plan(req, [] { return true; });
+  EXPECT_EQ(resp.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
+  PlanningCore core{CoreLimits{}};
+  v1::SweepRequest req;
+  *req.mutable_step() = Gpt2Request().step();
+  req.set_from(0.05);
+  req.set_to(1.0);
+  req.set_step_fraction(0.19);
+  req.add_policies("recompute_only");
+  req.add_policies("slackswap");
+  req.set_target(0.99);
+  int points = 0, targets = 0, minimums = 0;
+  absl::Status s = core.Sweep(req, {}, [&](const v1::SweepResponse& r) {
+    points += r.has_point();
+    targets += r.has_target();
+    minimums += r.has_minimum();
+    return true;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(points, 12);  // 0.05, 0.24, ..., 1.0 for two policies
+  EXPECT_EQ(targets, 2);
+  // A stopped client stops the sweep.
+  s = core.Sweep(req, {}, [](const v1::SweepResponse&) { return false; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+}
+
+TEST(PlanningCoreTest, SimulatesAPlanFromAPlanResponse) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest preq = Gpt2Request();
+  preq.add_policies("slackswap");
+  v1::PlanResponse planned = *core.Plan(preq, {});
+  v1::SimulateRequest sreq;
+  *sreq.mutable_step() = preq.step();
+  *sreq.mutable_plan() = planned.report().results(0).plan();
+  absl::StatusOr<v1::SimulateResponse> sim = core.Simulate(sreq, {});
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  EXPECT_EQ(sim->result().step_ns(),
+            planned.report().results(0).result().step_ns());
+  EXPECT_EQ(sim->result().budget_bytes(), planned.report().budget_bytes());
+}
+
+TEST(PlanningCoreTest, ListsAndServesWorkloads) {
+  PlanningCore core{CoreLimits{}};
+  EXPECT_EQ(core.ListHardwareProfiles().profiles_size(), 4);
+  absl::StatusOr<v1::ListWorkloadsResponse> w = core.ListWorkloads();
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->workloads_size(), 3);
+  v1::GetWorkloadRequest get;
+  get.mutable_workload()->set_name("llama-7b");
+  get.mutable_workload()->set_layers(1);
+  absl::StatusOr<v1::GetWorkloadResponse> g = core.GetWorkload(get);
+  ASSERT_TRUE(g.ok());
+  EXPECT_GT(g->graph().ops_size(), 20);
+}
+
+}  // namespace
+}  // namespace slackswap

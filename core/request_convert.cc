@@ -1,0 +1,145 @@
+#include "core/request_convert.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "io/convert.h"
+#include "planner/budget.h"
+#include "planner/policy.h"
+#include "planner/transformer.h"
+
+namespace slackswap {
+
+absl::Status InField(const std::string& field, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
+}
+
+absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
+                                                   const std::string& field,
+                                                   const CoreLimits& limits) {
+  WorkloadOverrides o;
+  if (ref.has_batch()) o.batch = ref.batch();
+  if (ref.has_seq()) o.seq = ref.seq();
+  if (ref.has_layers()) {
+    if (ref.layers() > limits.max_workload_layers) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(field, ".layers: ", ref.layers(),
+                       " exceeds the limit of ", limits.max_workload_layers));
+    }
+    o.layers = ref.layers();
+  }
+  if (!ref.attention().empty()) {
+    absl::StatusOr<Attention> a = ParseAttention(ref.attention());
+    if (!a.ok()) return InField(field + ".attention", a.status());
+    o.attention = *a;
+  }
+  return o;
+}
+
+absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
+                                 const CoreLimits& limits) {
+  Step step;
+  switch (spec.graph_case()) {
+    case v1::StepSpec::kGraphInline: {
+      const v1::OperatorGraph& g = spec.graph_inline();
+      if (g.ops_size() > limits.max_graph_ops) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("step.graph_inline.ops: ", g.ops_size(),
+                         " ops exceed the limit of ", limits.max_graph_ops));
+      }
+      if (g.tensors_size() > limits.max_graph_tensors) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "step.graph_inline.tensors: ", g.tensors_size(),
+            " tensors exceed the limit of ", limits.max_graph_tensors));
+      }
+      absl::StatusOr<Graph> graph = GraphFromProto(g);
+      if (!graph.ok()) return InField("step.graph_inline", graph.status());
+      step.graph = *std::move(graph);
+      break;
+    }
+    case v1::StepSpec::kWorkload: {
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          WorkloadOverrides o,
+          ResolveOverrides(spec.workload(), "step.workload", limits));
+      absl::StatusOr<Graph> graph = BuildWorkload(spec.workload().name(), o);
+      if (!graph.ok()) return InField("step.workload", graph.status());
+      step.graph = *std::move(graph);
+      if (static_cast<int64_t>(step.graph.ops.size()) > limits.max_graph_ops) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("step.workload: ", step.graph.ops.size(),
+                         " ops exceed the limit of ", limits.max_graph_ops));
+      }
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("step: set graph_inline or workload");
+  }
+  switch (spec.hardware_case()) {
+    case v1::StepSpec::kHardwareInline: {
+      absl::StatusOr<Hardware> hw = HardwareFromProto(spec.hardware_inline());
+      if (!hw.ok()) return InField("step.hardware_inline", hw.status());
+      step.hw = *std::move(hw);
+      break;
+    }
+    case v1::StepSpec::kHardwareName: {
+      absl::StatusOr<Hardware> hw = FindHardware(spec.hardware_name());
+      if (!hw.ok()) return InField("step.hardware_name", hw.status());
+      step.hw = *std::move(hw);
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          "step: set hardware_inline or hardware_name");
+  }
+  return step;
+}
+
+absl::StatusOr<int64_t> ResolveBudget(bool has_bytes, int64_t bytes,
+                                      bool has_fraction, double fraction,
+                                      const Graph& g, bool optional) {
+  if (has_bytes) {
+    if (bytes <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("budget_bytes must be > 0, got ", bytes));
+    }
+    return bytes;
+  }
+  if (has_fraction) {
+    if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("budget_fraction must be in (0, 1000], got ", fraction));
+    }
+    return Budget::Fraction(fraction).Resolve(g.index.saved_bytes);
+  }
+  if (optional) return 0;
+  return absl::InvalidArgumentError(
+      "budget: set budget_bytes or budget_fraction");
+}
+
+absl::StatusOr<std::vector<std::string>> ResolvePolicies(
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  if (names.empty()) return PolicyNames();
+  std::vector<std::string> out;
+  for (int i = 0; i < names.size(); ++i) {
+    absl::Status s = CreatePolicy(names[i]).status();
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("policies[", i, "]: ", s.message()));
+    }
+    out.push_back(names[i]);
+  }
+  return out;
+}
+
+absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits) {
+  if (points < 0 || points > limits.max_timeline_points) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeline_points must be in [0, ",
+                     limits.max_timeline_points, "], got ", points));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace slackswap

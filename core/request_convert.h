@@ -1,0 +1,52 @@
+// Validates the parts requests share and converts them to domain structs:
+// the step (graph and hardware), the budget and the policy list. Errors are
+// INVALID_ARGUMENT (or RESOURCE_EXHAUSTED for size limits) and name the
+// request field, e.g. "step.workload.name: unknown workload 'gpt5'".
+//
+//   absl::StatusOr<Step> step = ResolveStep(req.step(), limits);
+//   absl::StatusOr<int64_t> budget = ResolveBudget(req, step->graph);
+#ifndef SLACKSWAP_CORE_REQUEST_CONVERT_H_
+#define SLACKSWAP_CORE_REQUEST_CONVERT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/planning_core.h"
+#include "io/sources.h"
+#include "planner/graph.h"
+#include "planner/hardware.h"
+
+namespace slackswap {
+
+struct Step {
+  Graph graph;
+  Hardware hw;
+};
+
+absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
+                                 const CoreLimits& limits);
+
+absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
+                                                   const std::string& field,
+                                                   const CoreLimits& limits);
+
+// Bytes from a budget oneof: `bytes` if set, else `fraction` of the graph's
+// unconstrained peak. `has_*` say which was set; neither: no limit (0) when
+// `optional`, else an error.
+absl::StatusOr<int64_t> ResolveBudget(bool has_bytes, int64_t bytes,
+                                      bool has_fraction, double fraction,
+                                      const Graph& g, bool optional);
+
+// Empty means every policy; unknown names are errors naming the index.
+absl::StatusOr<std::vector<std::string>> ResolvePolicies(
+    const google::protobuf::RepeatedPtrField<std::string>& names);
+
+absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits);
+
+// Prefixes a status message with the request field it concerns.
+absl::Status InField(const std::string& field, const absl::Status& s);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_CORE_REQUEST_CONVERT_H_

@@ -1,0 +1,252 @@
+#include "server/metrics.h"
+
+#include <cstring>
+#include <exception>
+
+#include "CivetServer.h"
+#include "absl/strings/str_cat.h"
+#include "civetweb.h"
+#include "prometheus/text_serializer.h"
+
+namespace slackswap {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Registry;
+
+Family<Counter>& NewCounter(Registry& registry, const std::string& name,
+                            const std::string& help) {
+  return BuildCounter().Name(name).Help(help).Register(registry);
+}
+
+Family<Gauge>& NewGauge(Registry& registry, const std::string& name,
+                        const std::string& help) {
+  return BuildGauge().Name(name).Help(help).Register(registry);
+}
+
+Family<Histogram>& NewHistogram(Registry& registry, const std::string& name,
+                                const std::string& help) {
+  return BuildHistogram().Name(name).Help(help).Register(registry);
+}
+
+// The path the exposer serves. civetweb would also route "/metricsx" and
+// "/metrics/..." to the handler registered for it.
+constexpr char kMetricsPath[] = "/metrics";
+
+// civetweb's begin_request callback: answers 404 to every path but
+// kMetricsPath, and lets civetweb route the rest.
+int OnlyMetricsPath(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (info != nullptr && info->local_uri != nullptr &&
+      std::strcmp(info->local_uri, kMetricsPath) == 0) {
+    return 0;
+  }
+  mg_send_http_error(conn, 404, "%s", "Not Found");
+  return 404;
+}
+
+const CivetCallbacks& ExposerCallbacks() {
+  static const CivetCallbacks* const callbacks = [] {
+    auto* c = new CivetCallbacks();
+    c->begin_request = &OnlyMetricsPath;
+    return c;
+  }();
+  return *callbacks;
+}
+
+}  // namespace
+
+std::vector<double> ServiceMetrics::RequestSecondsBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+          0.25,   0.5,   1,      2.5,   5,    10,    30};
+}
+
+std::vector<double> ServiceMetrics::StageSecondsBuckets() {
+  std::vector<double> buckets = {0.0001, 0.00025};
+  for (double bound : RequestSecondsBuckets()) buckets.push_back(bound);
+  return buckets;
+}
+
+std::vector<double> ServiceMetrics::GraphOpsBuckets() {
+  return {10, 50, 100, 500, 1e3, 5e3, 1e4, 5e4, 1e5, 5e5, 1e6, 5e6, 1e7};
+}
+
+std::vector<double> ServiceMetrics::RetainedBuckets() {
+  return {0.5,  0.6,  0.7,  0.8,   0.85,  0.9, 0.95,
+          0.97, 0.98, 0.99, 0.995, 0.999, 1.0};
+}
+
+ServiceMetrics::ServiceMetrics(const std::string& version,
+                               const std::string& commit)
+    : registry_(std::make_shared<Registry>()),
+      requests_family_(NewCounter(*registry_, "slackswap_requests_total",
+                                  "RPCs finished, by method and gRPC status "
+                                  "code.")),
+      duration_family_(NewHistogram(*registry_,
+                                    "slackswap_request_duration_seconds",
+                                    "RPC latency in seconds, by method.")),
+      rejected_family_(NewCounter(*registry_,
+                                  "slackswap_rejected_requests_total",
+                                  "RPCs refused at once because the work "
+                                  "queue was full, by method.")),
+      planner_family_(NewHistogram(*registry_, "slackswap_planner_seconds",
+                                   "Time a policy spent planning one "
+                                   "request, in seconds, by policy.")),
+      simulator_family_(NewHistogram(*registry_, "slackswap_simulator_seconds",
+                                     "Time spent simulating one policy's "
+                                     "plan, in seconds, by policy.")),
+      retained_family_(NewHistogram(*registry_, "slackswap_throughput_retained",
+                                    "Throughput retained by feasible plans, "
+                                    "as a fraction of the unconstrained "
+                                    "step, by policy.")),
+      inflight_(NewGauge(*registry_, "slackswap_inflight_requests",
+                         "RPCs being served now.")
+                    .Add({})),
+      queue_depth_(NewGauge(*registry_, "slackswap_queue_depth",
+                            "Requests waiting in the work queue.")
+                       .Add({})),
+      cache_hits_(NewCounter(*registry_, "slackswap_cache_hits_total",
+                             "Requests answered from the plan cache.")
+                      .Add({})),
+      cache_misses_(NewCounter(*registry_, "slackswap_cache_misses_total",
+                               "Plan cache lookups that found nothing.")
+                        .Add({})),
+      graph_ops_(NewHistogram(*registry_, "slackswap_graph_ops",
+                              "Ops in each graph the service was asked to "
+                              "plan.")
+                     .Add({}, GraphOpsBuckets())) {
+  NewGauge(*registry_, "slackswap_build_info",
+           "Build of the running service; always 1.")
+      .Add({{"version", version}, {"commit", commit}})
+      .Set(1);
+}
+
+ServiceMetrics::~ServiceMetrics() = default;
+
+absl::Status ServiceMetrics::StartExposer(const std::string& address) {
+  if (address.empty()) {
+    return absl::InvalidArgumentError("metrics address is empty");
+  }
+  absl::MutexLock lock(&exposer_mu_);
+  if (exposer_ != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "metrics exposer already started on port ", exposer_port_));
+  }
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::vector<int> ports;
+  // prometheus-cpp and civetweb report failures by throwing; nothing else
+  // in this project does, so the exceptions stop here.
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2,
+                                                    &ExposerCallbacks());
+    exposer->RegisterCollectable(registry_, kMetricsPath);
+    ports = exposer->GetListeningPorts();
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on \"", address, "\": ", e.what()));
+  }
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on \"", address, "\": no listening port"));
+  }
+  exposer_ = std::move(exposer);
+  exposer_port_ = ports.front();
+  return absl::OkStatus();
+}
+
+int ServiceMetrics::exposer_port() const {
+  absl::MutexLock lock(&exposer_mu_);
+  return exposer_port_;
+}
+
+prometheus::Counter& ServiceMetrics::RequestsCounter(const std::string& method,
+                                                     const std::string& code) {
+  absl::MutexLock lock(&mu_);
+  Counter*& counter = requests_[std::make_pair(method, code)];
+  if (counter == nullptr) {
+    counter = &requests_family_.Add({{"method", method}, {"code", code}});
+  }
+  return *counter;
+}
+
+prometheus::Histogram& ServiceMetrics::DurationHistogram(
+    const std::string& method) {
+  absl::MutexLock lock(&mu_);
+  Histogram*& histogram = durations_[method];
+  if (histogram == nullptr) {
+    histogram =
+        &duration_family_.Add({{"method", method}}, RequestSecondsBuckets());
+  }
+  return *histogram;
+}
+
+prometheus::Counter& ServiceMetrics::RejectedCounter(
+    const std::string& method) {
+  absl::MutexLock lock(&mu_);
+  Counter*& counter = rejected_[method];
+  if (counter == nullptr) {
+    counter = &rejected_family_.Add({{"method", method}});
+  }
+  return *counter;
+}
+
+ServiceMetrics::PolicyHistograms ServiceMetrics::ForPolicy(
+    const std::string& policy) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = policies_.try_emplace(policy);
+  if (inserted) {
+    const prometheus::Labels labels = {{"policy", policy}};
+    it->second.planner_seconds =
+        &planner_family_.Add(labels, StageSecondsBuckets());
+    it->second.simulator_seconds =
+        &simulator_family_.Add(labels, StageSecondsBuckets());
+    it->second.retained = &retained_family_.Add(labels, RetainedBuckets());
+  }
+  return it->second;
+}
+
+void ServiceMetrics::RequestStarted(const std::string& method) {
+  inflight_.Increment();
+}
+
+void ServiceMetrics::RequestFinished(const std::string& method,
+                                     const std::string& code, double seconds) {
+  RequestsCounter(method, code).Increment();
+  DurationHistogram(method).Observe(seconds);
+  inflight_.Decrement();
+}
+
+void ServiceMetrics::Rejected(const std::string& method) {
+  RejectedCounter(method).Increment();
+}
+
+void ServiceMetrics::SetQueueDepth(int depth) { queue_depth_.Set(depth); }
+
+void ServiceMetrics::CacheHit() { cache_hits_.Increment(); }
+
+void ServiceMetrics::CacheMiss() { cache_misses_.Increment(); }
+
+void ServiceMetrics::GraphOps(int64_t ops) {
+  graph_ops_.Observe(static_cast<double>(ops));
+}
+
+void ServiceMetrics::PolicyRun(const std::string& policy,
+                               double planner_seconds, double simulator_seconds,
+                               double retained, bool feasible) {
+  const PolicyHistograms histograms = ForPolicy(policy);
+  histograms.planner_seconds->Observe(planner_seconds);
+  histograms.simulator_seconds->Observe(simulator_seconds);
+  if (feasible) histograms.retained->Observe(retained);
+}
+
+std::string ServiceMetrics::Scrape() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace slackswap

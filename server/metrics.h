@@ -1,0 +1,167 @@
+// The service's Prometheus metrics: one registry of every slackswap_* family,
+// recording methods for the RPC handlers, and an optional HTTP exposer that
+// serves the registry at /metrics on its own port.
+//
+//   ServiceMetrics metrics(/*version=*/"0.1.0", /*commit=*/"abc1234");
+//   absl::Status started = metrics.StartExposer("0.0.0.0:9090");
+//   if (!started.ok()) return started;
+//
+//   metrics.RequestStarted("Plan");
+//   ...
+//   metrics.PolicyRun("slackswap", planner_s, simulator_s, retained, feasible);
+//   metrics.RequestFinished("Plan", "OK", elapsed_seconds);
+//
+// The metrics (each with HELP text):
+//   slackswap_requests_total{method,code}          counter
+//   slackswap_request_duration_seconds{method}     histogram
+//   slackswap_inflight_requests                    gauge
+//   slackswap_queue_depth                          gauge
+//   slackswap_rejected_requests_total{method}      counter (queue full)
+//   slackswap_cache_hits_total                     counter
+//   slackswap_cache_misses_total                   counter
+//   slackswap_graph_ops                            histogram (ops per graph)
+//   slackswap_planner_seconds{policy}              histogram
+//   slackswap_simulator_seconds{policy}            histogram
+//   slackswap_throughput_retained{policy}          histogram (feasible runs)
+//   slackswap_build_info{version,commit}           gauge, always 1
+//
+// Every label value becomes a time series that lives as long as this object,
+// so pass only values from a small fixed set (method names, gRPC code names
+// such as "OK" or "INVALID_ARGUMENT", known policy names), never raw input.
+//
+// Thread-safe: every method may be called from any thread, concurrently with
+// scrapes.
+#ifndef SLACKSWAP_SERVER_METRICS_H_
+#define SLACKSWAP_SERVER_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace slackswap {
+
+class ServiceMetrics {
+ public:
+  // Bucket upper bounds of the histograms.
+  // slackswap_request_duration_seconds: 0.0005 s .. 30 s, ~x2-2.5 apart.
+  static std::vector<double> RequestSecondsBuckets();
+  // slackswap_planner_seconds and slackswap_simulator_seconds: 0.0001 s ..
+  // 30 s.
+  static std::vector<double> StageSecondsBuckets();
+  // slackswap_graph_ops: 10, 50, 100, 500, ..., 5e6, 1e7.
+  static std::vector<double> GraphOpsBuckets();
+  // slackswap_throughput_retained: 0.5 .. 1.0, finer towards 1.
+  static std::vector<double> RetainedBuckets();
+
+  // Creates every family, and sets slackswap_build_info{version,commit} to 1.
+  ServiceMetrics(const std::string& version, const std::string& commit);
+  ~ServiceMetrics();
+
+  ServiceMetrics(const ServiceMetrics&) = delete;
+  ServiceMetrics& operator=(const ServiceMetrics&) = delete;
+
+  // Serves the registry over HTTP at /metrics on `address`, "host:port" such
+  // as "0.0.0.0:9090" or "127.0.0.1:0" (port 0: any free port; see
+  // exposer_port()); other paths answer 404. Returns UNAVAILABLE when the
+  // server cannot start (the port is taken, the address is malformed),
+  // INVALID_ARGUMENT for an empty address, FAILED_PRECONDITION when already
+  // started. The exposer stops when this object is destroyed.
+  absl::Status StartExposer(const std::string& address);
+
+  // The port the exposer listens on, or 0 when it is not started.
+  int exposer_port() const;
+
+  // An RPC began: raises slackswap_inflight_requests. Pair each call with
+  // one RequestFinished.
+  void RequestStarted(const std::string& method);
+  // An RPC ended with status `code` (a gRPC code name such as "OK") after
+  // `seconds`: counts it, observes its latency, lowers the in-flight gauge.
+  void RequestFinished(const std::string& method, const std::string& code,
+                       double seconds);
+  // An RPC was refused because the work queue was full. Counts only the
+  // rejection: an RPC that was reported started still reports its end.
+  void Rejected(const std::string& method);
+  void SetQueueDepth(int depth);
+
+  void CacheHit();
+  void CacheMiss();
+
+  // The number of ops of a graph the service was asked to plan.
+  void GraphOps(int64_t ops);
+
+  // One policy planned and simulated: observes its planner and simulator
+  // time and, only when the plan was feasible, the throughput retained
+  // (a fraction, 1.0 = unconstrained).
+  void PolicyRun(const std::string& policy, double planner_seconds,
+                 double simulator_seconds, double retained, bool feasible);
+
+  // The whole registry in the Prometheus text exposition format.
+  std::string Scrape() const;
+
+  // The registry, for callers that add their own collectables.
+  const std::shared_ptr<prometheus::Registry>& registry() const {
+    return registry_;
+  }
+
+ private:
+  struct PolicyHistograms {
+    prometheus::Histogram* planner_seconds = nullptr;
+    prometheus::Histogram* simulator_seconds = nullptr;
+    prometheus::Histogram* retained = nullptr;
+  };
+
+  // The per-label metrics, created on first use. The returned objects live
+  // as long as the registry.
+  prometheus::Counter& RequestsCounter(const std::string& method,
+                                       const std::string& code);
+  prometheus::Histogram& DurationHistogram(const std::string& method);
+  prometheus::Counter& RejectedCounter(const std::string& method);
+  PolicyHistograms ForPolicy(const std::string& policy);
+
+  // Immutable after construction (the metric objects themselves are
+  // thread-safe).
+  const std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_family_;
+  prometheus::Family<prometheus::Histogram>& duration_family_;
+  prometheus::Family<prometheus::Counter>& rejected_family_;
+  prometheus::Family<prometheus::Histogram>& planner_family_;
+  prometheus::Family<prometheus::Histogram>& simulator_family_;
+  prometheus::Family<prometheus::Histogram>& retained_family_;
+  prometheus::Gauge& inflight_;
+  prometheus::Gauge& queue_depth_;
+  prometheus::Counter& cache_hits_;
+  prometheus::Counter& cache_misses_;
+  prometheus::Histogram& graph_ops_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Counter*>
+      requests_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Histogram*> durations_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Counter*> rejected_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, PolicyHistograms> policies_
+      ABSL_GUARDED_BY(mu_);
+
+  mutable absl::Mutex exposer_mu_;
+  // Declared last: stops serving before the registry goes.
+  std::unique_ptr<prometheus::Exposer> exposer_ ABSL_GUARDED_BY(exposer_mu_);
+  int exposer_port_ ABSL_GUARDED_BY(exposer_mu_) = 0;
+};
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_SERVER_METRICS_H_

@@ -1,0 +1,343 @@
+#include "server/planner_service.h"
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace slackswap {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string CodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+}
+
+// Forwards what the core measures to the service's metrics.
+class MetricsObserver : public CoreObserver {
+ public:
+  explicit MetricsObserver(ServiceMetrics* metrics) : metrics_(metrics) {}
+  void GraphOps(int64_t ops) override { metrics_->GraphOps(ops); }
+  void PolicyRun(const std::string& policy, double planner_seconds,
+                 double simulator_seconds, double retained,
+                 bool feasible) override {
+    metrics_->PolicyRun(policy, planner_seconds, simulator_seconds, retained,
+                        feasible);
+  }
+
+ private:
+  ServiceMetrics* const metrics_;
+};
+
+// Equal-time comparison: the token check does not leak how much matched.
+bool SameSecret(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& s,
+                          const grpc::CallbackServerContext* ctx) {
+  if (s.ok()) return grpc::Status::OK;
+  if (s.code() == absl::StatusCode::kCancelled && ctx != nullptr &&
+      ctx->deadline() <= std::chrono::system_clock::now()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "deadline exceeded while planning");
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+PlannerService::PlannerService(const ServiceOptions& options,
+                               ServiceMetrics* metrics, RequestLog* log)
+    : options_(options),
+      metrics_(metrics),
+      log_(log),
+      observer_(std::make_unique<MetricsObserver>(metrics)),
+      core_(options.limits, observer_.get()),
+      cache_(options.cache_bytes),
+      pool_(options.threads, options.max_queue) {}
+
+PlannerService::~PlannerService() { Shutdown(); }
+
+void PlannerService::Shutdown() { pool_.Shutdown(); }
+
+grpc::Status PlannerService::Authorize(grpc::CallbackServerContext* ctx) const {
+  if (options_.auth_token.empty()) return grpc::Status::OK;
+  const auto& md = ctx->client_metadata();
+  auto it = md.find("authorization");
+  if (it != md.end()) {
+    absl::string_view value(it->second.data(), it->second.size());
+    if (absl::ConsumePrefix(&value, "Bearer ") &&
+        SameSecret(value, options_.auth_token)) {
+      return grpc::Status::OK;
+    }
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "missing or wrong bearer token (authorization metadata)");
+}
+
+void PlannerService::Record(const char* method,
+                            grpc::CallbackServerContext* ctx,
+                            const grpc::Status& status, double seconds,
+                            const std::string& detail) {
+  const std::string code = CodeName(status.error_code());
+  metrics_->RequestFinished(method, code, seconds);
+  metrics_->SetQueueDepth(pool_.queue_depth());
+  std::string full = detail;
+  if (!status.ok()) {
+    absl::StrAppend(&full, full.empty() ? "" : " ", status.error_message());
+  }
+  log_->Request(method, code, seconds * 1e3, ctx->peer(), full);
+}
+
+grpc::ServerUnaryReactor* PlannerService::RunUnary(
+    const char* method, grpc::CallbackServerContext* ctx,
+    std::function<absl::Status(const StopFn&, std::string* detail)> work) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const Clock::time_point start = Clock::now();
+  metrics_->RequestStarted(method);
+  auto finish = [this, method, ctx, reactor, start](grpc::Status status,
+                                                    const std::string& detail) {
+    Record(method, ctx, status, SecondsSince(start), detail);
+    reactor->Finish(std::move(status));
+  };
+  if (grpc::Status auth = Authorize(ctx); !auth.ok()) {
+    finish(std::move(auth), "");
+    return reactor;
+  }
+  const bool queued = pool_.TrySubmit([ctx, work = std::move(work), finish] {
+    std::string detail;
+    // A call that waited past its deadline or was cancelled in the queue
+    // costs no planning.
+    const StopFn stop = [ctx] { return ctx->IsCancelled(); };
+    absl::Status s = stop() ? absl::CancelledError("cancelled while queued")
+                            : work(stop, &detail);
+    finish(ToGrpcStatus(s, ctx), detail);
+  });
+  metrics_->SetQueueDepth(pool_.queue_depth());
+  if (!queued) {
+    metrics_->Rejected(method);
+    finish(grpc::Status(
+               grpc::StatusCode::RESOURCE_EXHAUSTED,
+               absl::StrCat("the work queue is full (", options_.max_queue,
+                            " waiting, --max_queue); retry later")),
+           "");
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
+                                               const v1::PlanRequest* req,
+                                               v1::PlanResponse* resp) {
+  return RunUnary(
+      "Plan", ctx, [this, req, resp](const StopFn& stop, std::string* detail) {
+        // Schedulers ask the same question again and again: the serialized
+        // request is the key (deterministic, so equal requests match).
+        std::string key;
+        if (cache_.capacity_bytes() > 0) {
+          {
+            google::protobuf::io::StringOutputStream stream(&key);
+            google::protobuf::io::CodedOutputStream coded(&stream);
+            coded.SetSerializationDeterministic(true);
+            req->SerializeToCodedStream(&coded);
+          }
+          if (std::optional<std::string> hit = cache_.Lookup(key)) {
+            metrics_->CacheHit();
+            *detail = "cache=hit";
+            if (!resp->ParseFromString(*hit)) {
+              return absl::InternalError("corrupt cache entry");
+            }
+            resp->set_cache_hit(true);
+            resp->set_server_seconds(0);
+            return absl::OkStatus();
+          }
+          metrics_->CacheMiss();
+          *detail = "cache=miss";
+        }
+        absl::StatusOr<v1::PlanResponse> out = core_.Plan(*req, stop);
+        if (!out.ok()) return out.status();
+        *resp = *std::move(out);
+        if (!key.empty())
+          cache_.Insert(std::move(key), resp->SerializeAsString());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* PlannerService::Simulate(
+    grpc::CallbackServerContext* ctx, const v1::SimulateRequest* req,
+    v1::SimulateResponse* resp) {
+  return RunUnary(
+      "Simulate", ctx, [this, req, resp](const StopFn& stop, std::string*) {
+        absl::StatusOr<v1::SimulateResponse> out = core_.Simulate(*req, stop);
+        if (!out.ok()) return out.status();
+        *resp = *std::move(out);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* PlannerService::ListHardwareProfiles(
+    grpc::CallbackServerContext* ctx, const v1::ListHardwareProfilesRequest*,
+    v1::ListHardwareProfilesResponse* resp) {
+  return RunUnary("ListHardwareProfiles", ctx,
+                  [this, resp](const StopFn&, std::string*) {
+                    *resp = core_.ListHardwareProfiles();
+                    return absl::OkStatus();
+                  });
+}
+
+grpc::ServerUnaryReactor* PlannerService::ListWorkloads(
+    grpc::CallbackServerContext* ctx, const v1::ListWorkloadsRequest*,
+    v1::ListWorkloadsResponse* resp) {
+  return RunUnary(
+      "ListWorkloads", ctx, [this, resp](const StopFn&, std::string*) {
+        absl::StatusOr<v1::ListWorkloadsResponse> out = core_.ListWorkloads();
+        if (!out.ok()) return out.status();
+        *resp = *std::move(out);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* PlannerService::GetWorkload(
+    grpc::CallbackServerContext* ctx, const v1::GetWorkloadRequest* req,
+    v1::GetWorkloadResponse* resp) {
+  return RunUnary(
+      "GetWorkload", ctx, [this, req, resp](const StopFn&, std::string*) {
+        absl::StatusOr<v1::GetWorkloadResponse> out = core_.GetWorkload(*req);
+        if (!out.ok()) return out.status();
+        *resp = *std::move(out);
+        return absl::OkStatus();
+      });
+}
+
+// Streams sweep points as the worker computes them. The worker queues
+// messages; one write is in flight at a time; the call finishes once the
+// worker is done and every queued message is written.
+class PlannerService::SweepReactor
+    : public grpc::ServerWriteReactor<v1::SweepResponse> {
+ public:
+  SweepReactor(PlannerService* service, grpc::CallbackServerContext* ctx,
+               const v1::SweepRequest* req)
+      : service_(service), ctx_(ctx), req_(req), start_(Clock::now()) {
+    service_->metrics_->RequestStarted("Sweep");
+    if (grpc::Status auth = service_->Authorize(ctx); !auth.ok()) {
+      Done(std::move(auth));
+      return;
+    }
+    const bool queued = service_->pool_.TrySubmit([this] { Work(); });
+    service_->metrics_->SetQueueDepth(service_->pool_.queue_depth());
+    if (!queued) {
+      service_->metrics_->Rejected("Sweep");
+      Done(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the work queue is full (", service_->options_.max_queue,
+                       " waiting, --max_queue); retry later")));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) client_gone_ = true;
+    }
+    Pump();
+  }
+
+  void OnCancel() override { cancelled_ = true; }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Work() {
+    const StopFn stop = [this] {
+      return cancelled_.load() || ctx_->IsCancelled();
+    };
+    absl::Status s = service_->core_.Sweep(
+        *req_, stop, [this](const v1::SweepResponse& msg) {
+          {
+            absl::MutexLock lock(&mu_);
+            if (client_gone_) return false;
+            pending_.push_back(msg);
+          }
+          Pump();
+          return true;
+        });
+    Done(ToGrpcStatus(s, ctx_));
+  }
+
+  // Records the outcome and lets Pump finish once the queue is written.
+  void Done(grpc::Status status) {
+    service_->Record("Sweep", ctx_, status, SecondsSince(start_), "");
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+      status_ = std::move(status);
+    }
+    Pump();
+  }
+
+  // Starts the next write, or finishes. Never holds mu_ across a gRPC call:
+  // Finish may run OnDone, which deletes this, on another thread.
+  void Pump() {
+    const v1::SweepResponse* next = nullptr;
+    bool finish = false;
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (writing_ || finished_) return;
+      if (!pending_.empty() && !client_gone_) {
+        current_ = std::move(pending_.front());
+        pending_.pop_front();
+        writing_ = true;
+        next = &current_;
+      } else if (done_) {
+        finished_ = true;
+        finish = true;
+        status = status_;
+      }
+    }
+    if (next != nullptr) {
+      StartWrite(next);
+    } else if (finish) {
+      Finish(std::move(status));
+    }
+  }
+
+  // Immutable after construction.
+  PlannerService* const service_;
+  grpc::CallbackServerContext* const ctx_;
+  const v1::SweepRequest* const req_;
+  const Clock::time_point start_;
+
+  std::atomic<bool> cancelled_{false};
+  absl::Mutex mu_;
+  std::deque<v1::SweepResponse> pending_ ABSL_GUARDED_BY(mu_);
+  v1::SweepResponse current_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+grpc::ServerWriteReactor<v1::SweepResponse>* PlannerService::Sweep(
+    grpc::CallbackServerContext* ctx, const v1::SweepRequest* req) {
+  return new SweepReactor(this, ctx, req);
+}
+
+}  // namespace slackswap

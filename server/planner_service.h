@@ -1,0 +1,104 @@
+// The slackswap.v1.Planner gRPC service on the callback API: handlers are
+// thin. Each call is checked (auth), answered from the plan cache when it
+// can be, or queued on the fixed worker pool, which runs the planning core;
+// gRPC's threads never plan. A full queue answers RESOURCE_EXHAUSTED at
+// once. Cancellation and deadlines reach the planner's and simulator's loops
+// through the core's stop function.
+//
+//   ServiceMetrics metrics("0.1.0", "abc1234");
+//   PlannerService service(ServiceOptions{}, &metrics);
+//   builder.RegisterService(&service);
+//   ...
+//   server->Shutdown(deadline);   // in-flight calls finish first
+//   service.Shutdown();           // then the pool drains
+#ifndef SLACKSWAP_SERVER_PLANNER_SERVICE_H_
+#define SLACKSWAP_SERVER_PLANNER_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/planning_core.h"
+#include "grpcpp/grpcpp.h"
+#include "server/metrics.h"
+#include "server/plan_cache.h"
+#include "server/request_log.h"
+#include "server/work_queue.h"
+#include "slackswap/v1/planner_service.grpc.pb.h"
+
+namespace slackswap {
+
+struct ServiceOptions {
+  int threads = 2;
+  int max_queue = 64;
+  int64_t cache_bytes = 64 << 20;
+  // When set, every call must carry `authorization: Bearer <token>`.
+  std::string auth_token;
+  CoreLimits limits;
+};
+
+class PlannerService final : public v1::Planner::CallbackService {
+ public:
+  // REQUIRES: metrics and log outlive the service.
+  PlannerService(const ServiceOptions& options, ServiceMetrics* metrics,
+                 RequestLog* log);
+  ~PlannerService() override;
+
+  grpc::ServerUnaryReactor* Plan(grpc::CallbackServerContext* ctx,
+                                 const v1::PlanRequest* req,
+                                 v1::PlanResponse* resp) override;
+  grpc::ServerWriteReactor<v1::SweepResponse>* Sweep(
+      grpc::CallbackServerContext* ctx, const v1::SweepRequest* req) override;
+  grpc::ServerUnaryReactor* Simulate(grpc::CallbackServerContext* ctx,
+                                     const v1::SimulateRequest* req,
+                                     v1::SimulateResponse* resp) override;
+  grpc::ServerUnaryReactor* ListHardwareProfiles(
+      grpc::CallbackServerContext* ctx,
+      const v1::ListHardwareProfilesRequest* req,
+      v1::ListHardwareProfilesResponse* resp) override;
+  grpc::ServerUnaryReactor* ListWorkloads(
+      grpc::CallbackServerContext* ctx, const v1::ListWorkloadsRequest* req,
+      v1::ListWorkloadsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetWorkload(grpc::CallbackServerContext* ctx,
+                                        const v1::GetWorkloadRequest* req,
+                                        v1::GetWorkloadResponse* resp) override;
+
+  // Drains the worker pool. REQUIRES: the gRPC server is shut down.
+  void Shutdown();
+
+ private:
+  class SweepReactor;
+  friend class SweepReactor;
+
+  // A finished call: metrics and one log line.
+  void Record(const char* method, grpc::CallbackServerContext* ctx,
+              const grpc::Status& status, double seconds,
+              const std::string& detail);
+  // UNAUTHENTICATED unless the call carries the token (when one is set).
+  grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  // Runs `work` on the pool and finishes the call with its status.
+  grpc::ServerUnaryReactor* RunUnary(
+      const char* method, grpc::CallbackServerContext* ctx,
+      std::function<absl::Status(const StopFn&, std::string* detail)> work);
+
+  // Immutable after construction.
+  const ServiceOptions options_;
+  ServiceMetrics* const metrics_;
+  RequestLog* const log_;
+  const std::unique_ptr<CoreObserver> observer_;
+  const PlanningCore core_;
+  // Thread-safe by themselves.
+  PlanCache cache_;
+  WorkQueue pool_;
+};
+
+// absl and gRPC share status codes; DEADLINE_EXCEEDED replaces CANCELLED
+// when the call's deadline has passed.
+grpc::Status ToGrpcStatus(const absl::Status& s,
+                          const grpc::CallbackServerContext* ctx);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_SERVER_PLANNER_SERVICE_H_

@@ -1,0 +1,222 @@
+// slackswapd: the SlackSwap planning service.
+//
+//   slackswapd --port=50051 --metrics_port=9090
+//
+// Serves slackswap.v1.Planner, grpc.health.v1 and server reflection; exports
+// Prometheus metrics on its own port. SIGTERM or SIGINT: health turns
+// NOT_SERVING, the server stops accepting calls, in-flight calls finish
+// within --grace_s, and the process exits 0. Logs are one JSON object per
+// line on stderr; the first, {"msg":"serving",...}, gives the bound ports
+// (useful with --port=0).
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "io/proto_file.h"
+#include "server/metrics.h"
+#include "server/planner_service.h"
+#include "server/request_log.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "Address to serve gRPC on.");
+ABSL_FLAG(int32_t, port, 50051, "gRPC port; 0 picks a free one.");
+ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
+          "Address to serve Prometheus metrics on.");
+ABSL_FLAG(int32_t, metrics_port, 9090,
+          "Prometheus metrics port; 0 picks a free one; -1 disables.");
+ABSL_FLAG(int32_t, threads, 0,
+          "Planning worker threads; 0 means one per core.");
+ABSL_FLAG(int32_t, max_queue, 64,
+          "Calls that may wait for a worker; beyond, RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, cache_mb, 64, "Plan cache size in MiB; 0 disables it.");
+ABSL_FLAG(int32_t, max_message_mb, 64, "Largest request or response, MiB.");
+ABSL_FLAG(int64_t, max_graph_ops, 1'000'000, "Largest graph, in ops.");
+ABSL_FLAG(int64_t, max_graph_tensors, 2'000'000, "Largest graph, in tensors.");
+ABSL_FLAG(double, grace_s, 25,
+          "On SIGTERM, how long in-flight calls may take to finish.");
+ABSL_FLAG(int32_t, keepalive_time_s, 30, "HTTP/2 keepalive ping interval.");
+ABSL_FLAG(int32_t, keepalive_timeout_s, 10, "Keepalive ping ack timeout.");
+ABSL_FLAG(int32_t, max_connection_age_s, 300,
+          "Connections are closed after this long, so load spreads as "
+          "replicas come and go (0 disables).");
+ABSL_FLAG(int32_t, max_connection_age_grace_s, 30,
+          "Time for calls on an aged connection to finish.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (enables TLS).");
+ABSL_FLAG(std::string, tls_key, "", "PEM server private key.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate it "
+          "signed (mutual TLS).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token every call must carry.");
+
+namespace slackswap {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+#ifndef SLACKSWAP_COMMIT
+#define SLACKSWAP_COMMIT "unknown"
+#endif
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  const std::string client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  if (cert.empty() && key.empty()) {
+    if (!client_ca.empty()) {
+      return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (cert.empty() || key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  grpc::SslServerCredentialsOptions ssl(
+      client_ca.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  absl::StatusOr<std::string> c = ReadFile(cert);
+  if (!c.ok()) return c.status();
+  absl::StatusOr<std::string> k = ReadFile(key);
+  if (!k.ok()) return k.status();
+  pair.cert_chain = *c;
+  pair.private_key = *k;
+  ssl.pem_key_cert_pairs.push_back(pair);
+  if (!client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(client_ca);
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+int Fail(RequestLog& log, const absl::Status& s) {
+  log.Event("error", "startup failed",
+            {{"code", absl::StatusCodeToString(s.code())},
+             {"error", std::string(s.message())}});
+  return 1;
+}
+
+int Run() {
+  RequestLog log(stderr);
+
+  // Signals go to the thread that waits for them, not to gRPC's threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServiceOptions options;
+  const int threads = absl::GetFlag(FLAGS_threads);
+  options.threads =
+      threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  options.max_queue = absl::GetFlag(FLAGS_max_queue);
+  options.cache_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
+  options.limits.max_graph_ops = absl::GetFlag(FLAGS_max_graph_ops);
+  options.limits.max_graph_tensors = absl::GetFlag(FLAGS_max_graph_tensors);
+  if (options.max_queue < 1 || options.cache_bytes < 0 ||
+      absl::GetFlag(FLAGS_max_message_mb) < 1) {
+    return Fail(log, absl::InvalidArgumentError(
+                         "--max_queue and --max_message_mb must be >= 1, "
+                         "--cache_mb >= 0"));
+  }
+  const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadFile(token_file);
+    if (!token.ok()) return Fail(log, token.status());
+    options.auth_token = std::string(absl::StripAsciiWhitespace(*token));
+    if (options.auth_token.empty()) {
+      return Fail(log, absl::InvalidArgumentError(
+                           absl::StrCat(token_file, " holds no token")));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials();
+  if (!credentials.ok()) return Fail(log, credentials.status());
+
+  ServiceMetrics metrics(kVersion, SLACKSWAP_COMMIT);
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    absl::Status s = metrics.StartExposer(
+        absl::StrCat(absl::GetFlag(FLAGS_metrics_host), ":",
+                     absl::GetFlag(FLAGS_metrics_port)));
+    if (!s.ok()) return Fail(log, s);
+  }
+  PlannerService service(options, &metrics, &log);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
+      *credentials, &port);
+  const int max_message = absl::GetFlag(FLAGS_max_message_mb) << 20;
+  builder.SetMaxReceiveMessageSize(max_message);
+  builder.SetMaxSendMessageSize(max_message);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             absl::GetFlag(FLAGS_keepalive_time_s) * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             absl::GetFlag(FLAGS_keepalive_timeout_s) * 1000);
+  if (absl::GetFlag(FLAGS_max_connection_age_s) > 0) {
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        absl::GetFlag(FLAGS_max_connection_age_s) * 1000);
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+        absl::GetFlag(FLAGS_max_connection_age_grace_s) * 1000);
+  }
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Fail(log, absl::UnavailableError(absl::StrCat(
+                         "cannot listen on ", absl::GetFlag(FLAGS_host), ":",
+                         absl::GetFlag(FLAGS_port))));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus("slackswap.v1.Planner", true);
+  log.Event("info", "serving",
+            {{"port", std::to_string(port)},
+             {"metrics_port", std::to_string(metrics.exposer_port())},
+             {"threads", std::to_string(options.threads)},
+             {"max_queue", std::to_string(options.max_queue)},
+             {"cache_mb", std::to_string(options.cache_bytes >> 20)},
+             {"tls", absl::GetFlag(FLAGS_tls_cert).empty() ? "off" : "on"},
+             {"version", kVersion}});
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  log.Event("info", "draining",
+            {{"signal", signal == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  health->SetServingStatus(false);
+  health->SetServingStatus("slackswap.v1.Planner", false);
+  const auto grace = std::chrono::milliseconds(
+      static_cast<int64_t>(absl::GetFlag(FLAGS_grace_s) * 1000));
+  server->Shutdown(std::chrono::system_clock::now() + grace);
+  service.Shutdown();
+  log.Event("info", "stopped", {});
+  return 0;
+}
+
+}  // namespace
+}  // namespace slackswap
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "the SlackSwap planning service: slackswapd --port=P --metrics_port=M");
+  absl::ParseCommandLine(argc, argv);
+  return slackswap::Run();
+}
