@@ -54,8 +54,10 @@ void BM_PlanAndSimulate(benchmark::State& state, std::string workload,
       state.SkipWithError(std::string(out.status().message()).c_str());
       return;
     }
+    // Not DoNotOptimize(retained): with GCC, its "+m,r" asm on a double
+    // corrupts the value (google/benchmark#903, GCC PR 92597).
+    benchmark::DoNotOptimize(*out);
     retained = out->result.throughput_retained;
-    benchmark::DoNotOptimize(retained);
   }
   state.counters["ops"] = static_cast<double>(g.ops.size());
   state.counters["retained"] = retained;

@@ -18,7 +18,6 @@
 
 namespace slackswap {
 
-namespace v1 = ::slackswap::v1;
 
 class Backend {
  public:

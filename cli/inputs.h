@@ -13,7 +13,6 @@
 
 namespace slackswap {
 
-namespace v1 = ::slackswap::v1;
 
 // Flags StepFromFlags reads.
 const std::set<std::string>& StepFlags();

@@ -15,7 +15,7 @@ constexpr char kUsage[] = R"(usage: slackswap COMMAND [flags]
 commands:
   simulate  (--workload NAME | --graph FILE) [--hardware NAME|FILE]
             [--budget B] [--plan FILE] [--json] [--trace FILE]
-            [--timeline-points N]
+            [--timeline-points N] [--budget-all-memory]
   plan      (--workload NAME | --graph FILE) [--hardware NAME|FILE]
             --budget B [--policy NAME[,NAME...]|all] [--out PLAN_FILE]
             [--json] [--timeline-points N] [--reasons]

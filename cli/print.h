@@ -11,7 +11,6 @@
 
 namespace slackswap {
 
-namespace v1 = ::slackswap::v1;
 
 void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
                      std::ostream& out);

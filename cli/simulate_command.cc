@@ -1,6 +1,6 @@
 // slackswap simulate (--workload NAME | --graph FILE) [--hardware NAME|FILE]
 //   [--budget B] [--plan FILE] [--json] [--trace FILE] [--timeline-points N]
-//   [--server HOST:PORT ...]
+//   [--budget-all-memory] [--server HOST:PORT ...]
 #include <ostream>
 
 #include "cli/backend.h"
@@ -19,7 +19,7 @@ absl::Status RunSimulate(const Args& args, std::ostream& out) {
       Flags::Parse(args,
                    Join(Join(StepFlags(), BackendFlags()),
                         {"budget", "plan", "trace", "timeline-points"}),
-                   {"json"}));
+                   {"json", "budget-all-memory"}));
   v1::SimulateRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
   if (flags.Has("plan")) {
@@ -40,6 +40,7 @@ absl::Status RunSimulate(const Args& args, std::ostream& out) {
   // The whole timeline by default: --json and --trace show what happened.
   req.set_timeline_points(points.value_or(100000));
   req.set_include_events(flags.Has("trace"));
+  req.set_budget_covers_all_memory(flags.Has("budget-all-memory"));
 
   SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                              BackendFromFlags(flags));

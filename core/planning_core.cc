@@ -328,6 +328,7 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::Simulate(
   if (req.budget_case() == v1::SimulateRequest::BUDGET_NOT_SET) {
     opts.budget_bytes = plan.budget_bytes;
   }
+  opts.budget_covers_all = req.budget_covers_all_memory();
   opts.timeline_points = req.timeline_points();
   opts.record_timeline = req.timeline_points() > 0;
   opts.record_events = req.include_events();

@@ -24,7 +24,6 @@
 
 namespace slackswap {
 
-namespace v1 = ::slackswap::v1;
 
 // Per-request bounds: a request beyond them is refused up front with
 // RESOURCE_EXHAUSTED naming the field and the limit.

@@ -6,7 +6,6 @@
 namespace slackswap {
 namespace {
 
-namespace v1 = ::slackswap::v1;
 
 std::string Quote(const std::string& s) {
   std::string out = "\"";

@@ -19,7 +19,6 @@
 
 namespace slackswap {
 
-namespace v1 = ::slackswap::v1;
 
 // Maps ids to indices, rejects duplicate and dangling ids and unknown enum
 // values, then runs IndexGraph.

@@ -8,6 +8,12 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # Tests: promtool (metrics checks), a Python gRPC client, TLS certificates.
+  prometheus python3 python3-grpcio python3-protobuf openssl
+  # tools/torch_export.py and its tests (Debian's system python3).
+  python3-torch python3-torchvision
+  # Fuzzing (libFuzzer) and sanitizer builds.
+  clang libclang-rt-dev
 )
 
 missing=()

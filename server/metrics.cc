@@ -133,7 +133,7 @@ absl::Status ServiceMetrics::StartExposer(const std::string& address) {
   if (address.empty()) {
     return absl::InvalidArgumentError("metrics address is empty");
   }
-  absl::MutexLock lock(&exposer_mu_);
+  MutexLock lock(&exposer_mu_);
   if (exposer_ != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "metrics exposer already started on port ", exposer_port_));
@@ -161,13 +161,13 @@ absl::Status ServiceMetrics::StartExposer(const std::string& address) {
 }
 
 int ServiceMetrics::exposer_port() const {
-  absl::MutexLock lock(&exposer_mu_);
+  MutexLock lock(&exposer_mu_);
   return exposer_port_;
 }
 
 prometheus::Counter& ServiceMetrics::RequestsCounter(const std::string& method,
                                                      const std::string& code) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Counter*& counter = requests_[std::make_pair(method, code)];
   if (counter == nullptr) {
     counter = &requests_family_.Add({{"method", method}, {"code", code}});
@@ -177,7 +177,7 @@ prometheus::Counter& ServiceMetrics::RequestsCounter(const std::string& method,
 
 prometheus::Histogram& ServiceMetrics::DurationHistogram(
     const std::string& method) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Histogram*& histogram = durations_[method];
   if (histogram == nullptr) {
     histogram =
@@ -188,7 +188,7 @@ prometheus::Histogram& ServiceMetrics::DurationHistogram(
 
 prometheus::Counter& ServiceMetrics::RejectedCounter(
     const std::string& method) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Counter*& counter = rejected_[method];
   if (counter == nullptr) {
     counter = &rejected_family_.Add({{"method", method}});
@@ -198,7 +198,7 @@ prometheus::Counter& ServiceMetrics::RejectedCounter(
 
 ServiceMetrics::PolicyHistograms ServiceMetrics::ForPolicy(
     const std::string& policy) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = policies_.try_emplace(policy);
   if (inserted) {
     const prometheus::Labels labels = {{"policy", policy}};

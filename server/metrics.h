@@ -43,7 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -56,7 +56,8 @@ namespace slackswap {
 class ServiceMetrics {
  public:
   // Bucket upper bounds of the histograms.
-  // slackswap_request_duration_seconds: 0.0005 s .. 30 s, ~x2-2.5 apart.
+  // slackswap_request_duration_seconds: 0.0005 s .. 30 s, 1-2.5-5 per
+  // decade.
   static std::vector<double> RequestSecondsBuckets();
   // slackswap_planner_seconds and slackswap_simulator_seconds: 0.0001 s ..
   // 30 s.
@@ -78,7 +79,8 @@ class ServiceMetrics {
   // exposer_port()); other paths answer 404. Returns UNAVAILABLE when the
   // server cannot start (the port is taken, the address is malformed),
   // INVALID_ARGUMENT for an empty address, FAILED_PRECONDITION when already
-  // started. The exposer stops when this object is destroyed.
+  // started. The exposer stops when this object is destroyed, which then
+  // takes up to ~2 s (civetweb's listener poll interval).
   absl::Status StartExposer(const std::string& address);
 
   // The port the exposer listens on, or 0 when it is not started.
@@ -146,7 +148,7 @@ class ServiceMetrics {
   prometheus::Counter& cache_misses_;
   prometheus::Histogram& graph_ops_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Counter*>
       requests_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, prometheus::Histogram*> durations_
@@ -156,7 +158,7 @@ class ServiceMetrics {
   absl::flat_hash_map<std::string, PolicyHistograms> policies_
       ABSL_GUARDED_BY(mu_);
 
-  mutable absl::Mutex exposer_mu_;
+  mutable Mutex exposer_mu_;
   // Declared last: stops serving before the registry goes.
   std::unique_ptr<prometheus::Exposer> exposer_ ABSL_GUARDED_BY(exposer_mu_);
   int exposer_port_ ABSL_GUARDED_BY(exposer_mu_) = 0;

@@ -11,7 +11,7 @@ PlanCache::PlanCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {
 }
 
 std::optional<std::string> PlanCache::Lookup(const std::string& key) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto found = index_.find(absl::string_view(key));
   if (found == index_.end()) {
     ++misses_;
@@ -25,7 +25,7 @@ std::optional<std::string> PlanCache::Lookup(const std::string& key) {
 
 void PlanCache::Insert(std::string key, std::string value) {
   const int64_t charge = Charge(key.size(), value.size());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (capacity_bytes_ == 0) return;
   auto found = index_.find(absl::string_view(key));
   if (found != index_.end()) EraseLocked(found->second);
@@ -48,27 +48,27 @@ void PlanCache::EraseLocked(EntryList::iterator it) {
 }
 
 int64_t PlanCache::size_bytes() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return size_bytes_;
 }
 
 int64_t PlanCache::entries() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return static_cast<int64_t>(lru_.size());
 }
 
 int64_t PlanCache::hits() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return hits_;
 }
 
 int64_t PlanCache::misses() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return misses_;
 }
 
 int64_t PlanCache::evictions() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return evictions_;
 }
 

@@ -30,7 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace slackswap {
 
@@ -88,7 +88,7 @@ class PlanCache {
   // Immutable after construction.
   const int64_t capacity_bytes_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   // Most recently used first.
   EntryList lru_ ABSL_GUARDED_BY(mu_);
   // Views of the keys stored in lru_'s nodes, which never move.

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -251,7 +251,7 @@ class PlannerService::SweepReactor
 
   void OnWriteDone(bool ok) override {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       writing_ = false;
       if (!ok) client_gone_ = true;
     }
@@ -270,7 +270,7 @@ class PlannerService::SweepReactor
     absl::Status s = service_->core_.Sweep(
         *req_, stop, [this](const v1::SweepResponse& msg) {
           {
-            absl::MutexLock lock(&mu_);
+            MutexLock lock(&mu_);
             if (client_gone_) return false;
             pending_.push_back(msg);
           }
@@ -284,7 +284,7 @@ class PlannerService::SweepReactor
   void Done(grpc::Status status) {
     service_->Record("Sweep", ctx_, status, SecondsSince(start_), "");
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       done_ = true;
       status_ = std::move(status);
     }
@@ -298,7 +298,7 @@ class PlannerService::SweepReactor
     bool finish = false;
     grpc::Status status;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (writing_ || finished_) return;
       if (!pending_.empty() && !client_gone_) {
         current_ = std::move(pending_.front());
@@ -325,7 +325,7 @@ class PlannerService::SweepReactor
   const Clock::time_point start_;
 
   std::atomic<bool> cancelled_{false};
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<v1::SweepResponse> pending_ ABSL_GUARDED_BY(mu_);
   v1::SweepResponse current_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -43,7 +43,7 @@ void RequestLog::Event(
     absl::StrAppend(&line, ",", JsonQuote(key), ":", JsonQuote(value));
   }
   line += "}\n";
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::fputs(line.c_str(), out_);
   std::fflush(out_);
 }

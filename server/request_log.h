@@ -15,7 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace slackswap {
 
@@ -33,7 +33,7 @@ class RequestLog {
                absl::string_view peer, absl::string_view detail);
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::FILE* const out_ ABSL_PT_GUARDED_BY(mu_);
 };
 

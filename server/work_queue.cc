@@ -9,7 +9,7 @@ WorkQueue::WorkQueue(int threads, int max_queue)
     : threads_(threads), max_queue_(max_queue) {
   assert(threads >= 1);
   assert(max_queue >= 1);
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   workers_.reserve(threads);
   for (int i = 0; i < threads; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
@@ -20,7 +20,7 @@ WorkQueue::~WorkQueue() { Shutdown(); }
 
 bool WorkQueue::TrySubmit(std::function<void()> task) {
   assert(task);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stopping_ || static_cast<int>(queue_.size()) >= max_queue_) {
     return false;
   }
@@ -30,21 +30,21 @@ bool WorkQueue::TrySubmit(std::function<void()> task) {
 
 void WorkQueue::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  absl::MutexLock lock(&join_mu_);
+  MutexLock lock(&join_mu_);
   for (std::thread& worker : workers_) worker.join();
   workers_.clear();
 }
 
 int WorkQueue::queue_depth() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(queue_.size());
 }
 
 int WorkQueue::running() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return running_;
 }
 
@@ -55,7 +55,9 @@ bool WorkQueue::HasWorkOrStopping() const {
 void WorkQueue::WorkerLoop() {
   mu_.Lock();
   while (true) {
-    mu_.Await(absl::Condition(this, &WorkQueue::HasWorkOrStopping));
+    mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return HasWorkOrStopping();
+    });
     if (queue_.empty()) break;  // stopping_, and nothing is left to run
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace slackswap {
 
@@ -73,13 +73,13 @@ class WorkQueue {
   const int threads_;
   const int max_queue_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   // Serializes Shutdown's joining of the workers; never held with mu_.
-  absl::Mutex join_mu_;
+  Mutex join_mu_;
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(join_mu_);
 };
 

@@ -6,8 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/blocking_counter.h"
-#include "absl/synchronization/notification.h"
+#include "common/mutex.h"
 #include "gtest/gtest.h"
 
 namespace slackswap {
@@ -16,7 +15,7 @@ namespace {
 TEST(WorkQueueTest, RunsEveryTask) {
   constexpr int kTasks = 100;
   std::atomic<int> ran{0};
-  absl::BlockingCounter done(kTasks);
+  BlockingCounter done(kTasks);
   WorkQueue queue(/*threads=*/3, /*max_queue=*/kTasks);
   for (int i = 0; i < kTasks; ++i) {
     ASSERT_TRUE(queue.TrySubmit([&] {
@@ -54,8 +53,8 @@ TEST(WorkQueueTest, RunsAtMostThreadsTasksAtOnce) {
   constexpr int kTasks = 12;
   std::atomic<int> active{0};
   std::atomic<int> max_active{0};
-  absl::BlockingCounter first_wave(kThreads);
-  absl::Notification release;
+  BlockingCounter first_wave(kThreads);
+  Notification release;
   WorkQueue queue(kThreads, /*max_queue=*/kTasks);
   for (int i = 0; i < kTasks; ++i) {
     ASSERT_TRUE(queue.TrySubmit([&, i] {
@@ -88,8 +87,8 @@ TEST(WorkQueueTest, RejectsWhenFullAndAcceptsAfterDraining) {
   WorkQueue queue(kThreads, kMaxQueue);
 
   // Occupy both workers with tasks that block until released.
-  absl::BlockingCounter started(kThreads);
-  absl::Notification release;
+  BlockingCounter started(kThreads);
+  Notification release;
   for (int i = 0; i < kThreads; ++i) {
     ASSERT_TRUE(queue.TrySubmit([&] {
       started.DecrementCount();
@@ -101,7 +100,7 @@ TEST(WorkQueueTest, RejectsWhenFullAndAcceptsAfterDraining) {
   EXPECT_EQ(queue.queue_depth(), 0);
 
   // Running tasks do not count against max_queue: kMaxQueue more fit.
-  absl::BlockingCounter queued_done(kMaxQueue);
+  BlockingCounter queued_done(kMaxQueue);
   for (int i = 0; i < kMaxQueue; ++i) {
     ASSERT_TRUE(queue.TrySubmit([&] { queued_done.DecrementCount(); }));
     EXPECT_EQ(queue.queue_depth(), i + 1);
@@ -117,7 +116,7 @@ TEST(WorkQueueTest, RejectsWhenFullAndAcceptsAfterDraining) {
   queued_done.Wait();
   EXPECT_EQ(queue.queue_depth(), 0);
 
-  absl::Notification later_ran;
+  Notification later_ran;
   EXPECT_TRUE(queue.TrySubmit([&] { later_ran.Notify(); }));
   later_ran.WaitForNotification();
   queue.Shutdown();
@@ -128,8 +127,8 @@ TEST(WorkQueueTest, ShutdownRunsQueuedTasksThenRejects) {
   constexpr int kQueued = 5;
   // A large bound, so that TrySubmit only fails once Shutdown has begun.
   WorkQueue queue(/*threads=*/1, /*max_queue=*/1 << 20);
-  absl::Notification started;
-  absl::Notification release;
+  Notification started;
+  Notification release;
   std::atomic<int> ran{0};
   ASSERT_TRUE(queue.TrySubmit([&] {
     started.Notify();
@@ -188,7 +187,7 @@ TEST(WorkQueueTest, DestructorRunsQueuedTasks) {
 TEST(WorkQueueTest, TaskStateIsReleasedAfterRunning) {
   auto token = std::make_shared<int>(7);
   std::weak_ptr<int> weak = token;
-  absl::Notification ran;
+  Notification ran;
   WorkQueue queue(/*threads=*/1, /*max_queue=*/1);
   ASSERT_TRUE(queue.TrySubmit([token = std::move(token), &ran] {
     EXPECT_EQ(*token, 7);
@@ -200,8 +199,8 @@ TEST(WorkQueueTest, TaskStateIsReleasedAfterRunning) {
 }
 
 TEST(WorkQueueTest, RejectedTaskIsNotKept) {
-  absl::Notification started;
-  absl::Notification release;
+  Notification started;
+  Notification release;
   WorkQueue queue(/*threads=*/1, /*max_queue=*/1);
   ASSERT_TRUE(queue.TrySubmit([&] {
     started.Notify();

@@ -336,6 +336,11 @@ class Engine {
   }
 
   std::string Held() const {
+    if (opts_.budget_covers_all) {
+      return absl::StrCat(act_ + trans_, " of the ", opts_.budget_bytes,
+                          "-byte memory budget is held and nothing in "
+                          "flight can release it");
+    }
     return absl::StrCat(act_, " of the ", opts_.budget_bytes,
                         "-byte activation budget is held and nothing in "
                         "flight can release it");

@@ -1,0 +1,67 @@
+// libFuzzer target: service requests through validation, planning with every
+// policy, and simulation, exactly as slackswapd runs them (PlanningCore), with
+// limits that keep one input fast.
+//
+// The first input byte picks the RPC (Plan, Simulate, Sweep, GetWorkload);
+// the rest is the binary request.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/planning_core.h"
+
+namespace {
+
+using namespace slackswap;  // NOLINT: a fuzz target, not a library
+
+const PlanningCore& Core() {
+  static const PlanningCore* core = [] {
+    CoreLimits limits;
+    limits.max_graph_ops = 600;
+    limits.max_graph_tensors = 1200;
+    limits.max_workload_layers = 4;
+    limits.max_timeline_points = 64;
+    limits.max_sweep_points = 12;
+    limits.max_event_ops = 600;
+    return new PlanningCore(limits);
+  }();
+  return *core;
+}
+
+template <typename Request>
+bool Parse(const uint8_t* data, size_t size, Request* req) {
+  return req->ParseFromArray(data, static_cast<int>(size));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const uint8_t rpc = data[0] % 4;
+  ++data;
+  --size;
+  switch (rpc) {
+    case 0: {
+      v1::PlanRequest req;
+      if (Parse(data, size, &req)) (void)Core().Plan(req, {});
+      return 0;
+    }
+    case 1: {
+      v1::SimulateRequest req;
+      if (Parse(data, size, &req)) (void)Core().Simulate(req, {});
+      return 0;
+    }
+    case 2: {
+      v1::SweepRequest req;
+      if (Parse(data, size, &req)) {
+        (void)Core().Sweep(req, {},
+                           [](const v1::SweepResponse&) { return true; });
+      }
+      return 0;
+    }
+    default: {
+      v1::GetWorkloadRequest req;
+      if (Parse(data, size, &req)) (void)Core().GetWorkload(req);
+      return 0;
+    }
+  }
+}
