@@ -22,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -157,6 +158,9 @@ int Run() {
   PlannerService service(options, &metrics, &log);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's health service is not built from protobuf; linking the health
+  // messages lets reflection describe it too.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;

@@ -64,6 +64,10 @@ class Engine {
 
   absl::StatusOr<SimResult> Run() {
     const size_t num_tensors = g_.tensors.size();
+    // Sizes packed together: the event loop reads them for every allocation,
+    // and Tensor is a large struct.
+    bytes_.resize(num_tensors);
+    for (size_t t = 0; t < num_tensors; ++t) bytes_[t] = g_.tensors[t].bytes;
     d2h_done_.assign(num_tensors, false);
     arrived_.assign(num_tensors, false);
     release_pending_.assign(num_tensors, 1);
@@ -120,7 +124,7 @@ class Engine {
   }
 
  private:
-  int64_t Bytes(int32_t t) const { return g_.tensors[t].bytes; }
+  int64_t Bytes(int32_t t) const { return bytes_[t]; }
   bool IsActivation(int32_t t) const { return s_.is_activation[t]; }
 
   bool Fits(int64_t activation, int64_t transient) const {
@@ -389,6 +393,7 @@ class Engine {
   int64_t compute_end_ = 0;
   Copy copy_[2];
   std::deque<Queued> queue_[2];
+  std::vector<int64_t> bytes_;
   std::vector<bool> d2h_done_;
   std::vector<bool> arrived_;
   std::vector<int8_t> release_pending_;

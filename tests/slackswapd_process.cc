@@ -148,17 +148,15 @@ SlackswapdProcess::SlackswapdProcess(
       },
       startup_timeout);
   if (!serving.has_value()) {
-    error_ = absl::StrCat("slackswapd (", SLACKSWAPD_BIN,
-                          ") wrote no \"serving\" line within ",
-                          startup_timeout.count(), " ms; its log:\n",
-                          LogText());
+    error_ = absl::StrCat(
+        "slackswapd (", SLACKSWAPD_BIN, ") wrote no \"serving\" line within ",
+        startup_timeout.count(), " ms; its log:\n", LogText());
     return;
   }
   int port = 0;
   int metrics_port = 0;
   const std::optional<std::string> p = JsonField(serving->text, "port");
-  const std::optional<std::string> m =
-      JsonField(serving->text, "metrics_port");
+  const std::optional<std::string> m = JsonField(serving->text, "metrics_port");
   if (!p.has_value() || !m.has_value() || !absl::SimpleAtoi(*p, &port) ||
       !absl::SimpleAtoi(*m, &metrics_port) || port <= 0 || metrics_port <= 0) {
     error_ = absl::StrCat("cannot read the ports from: ", serving->text);
@@ -356,8 +354,8 @@ HttpResponse HttpGet(int port, const std::string& path,
       "\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n");
   for (size_t sent = 0; sent < request.size();) {
     if (!await(POLLOUT)) return fail("send");
-    const ssize_t n = send(fd, request.data() + sent, request.size() - sent,
-                           MSG_NOSIGNAL);
+    const ssize_t n =
+        send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno != EAGAIN && errno != EINTR) return fail("send");
     if (n > 0) sent += static_cast<size_t>(n);
   }

@@ -121,9 +121,9 @@ struct HttpResponse {
 
 // GET http://127.0.0.1:<port><path> over a plain blocking socket, HTTP/1.0,
 // the whole exchange bounded by `timeout`.
-HttpResponse HttpGet(int port, const std::string& path,
-                     std::chrono::milliseconds timeout = std::chrono::seconds(
-                         10));
+HttpResponse HttpGet(
+    int port, const std::string& path,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // One sample of the Prometheus text format.
 struct Sample {
@@ -151,10 +151,9 @@ struct CommandResult {
 
 // Runs argv[0] (a path) with `stdin_data` on its stdin, bounded by
 // `timeout` (then SIGKILL).
-CommandResult RunCommand(const std::vector<std::string>& argv,
-                         const std::string& stdin_data = "",
-                         std::chrono::milliseconds timeout =
-                             std::chrono::seconds(30));
+CommandResult RunCommand(
+    const std::vector<std::string>& argv, const std::string& stdin_data = "",
+    std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 // The first executable `name` in a directory of $PATH; empty if none.
 std::string FindOnPath(const std::string& name);

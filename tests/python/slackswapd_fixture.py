@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 # Seconds to wait for slackswapd's "serving" line, and for it to exit after
 # SIGTERM. Generous: both normally take well under a second.
@@ -189,12 +188,3 @@ def make_work_dir(options, name):
         return path
     return tempfile.mkdtemp(prefix=f"slackswap-{name}-")
 
-
-def wait_until(predicate, timeout_s, interval_s=0.05):
-    """Polls predicate() until true or timeout; returns its last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval_s)

@@ -1,0 +1,1150 @@
+// End-to-end tests of the real `slackswapd` (path compiled in as
+// SLACKSWAPD_BIN) on loopback, through the generated C++ gRPC stubs: health,
+// planning (remote answers equal the local core's), the plan cache, the
+// catalog, streamed sweeps, error codes, deadlines, cancellation, admission
+// control, graceful shutdown, the Prometheus scrape and server reflection.
+// Every test starts the server it needs on free ports and stops it; every
+// wait is bounded.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/planning_core.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "google/protobuf/descriptor_database.h"
+#include "google/protobuf/dynamic_message.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "slackswap/v1/planner_service.grpc.pb.h"
+#include "tests/slackswapd_process.h"
+
+#ifndef SLACKSWAP_BIN
+#error "SLACKSWAP_BIN must name the slackswap CLI binary"
+#endif
+
+namespace slackswap {
+namespace {
+
+using ::grpc::health::v1::Health;
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::slackswap::testing::CommandResult;
+using ::slackswap::testing::FindOnPath;
+using ::slackswap::testing::HttpGet;
+using ::slackswap::testing::HttpResponse;
+using ::slackswap::testing::JsonField;
+using ::slackswap::testing::LogLine;
+using ::slackswap::testing::MetricValue;
+using ::slackswap::testing::ParseMetrics;
+using ::slackswap::testing::RunCommand;
+using ::slackswap::testing::SlackswapdProcess;
+using ::slackswap::testing::SteadyClock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr char kHardware[] = "a100-80gb-pcie4";
+constexpr char kPlanner[] = "slackswap.v1.Planner";
+// Generous per-call deadline: a hung server fails the call, not the run.
+constexpr seconds kRpcTimeout(60);
+
+// Keeps libgrpc++_reflection (and with it the reflection protos'
+// descriptors in the generated pool) linked in, for the reflection test.
+[[maybe_unused]] void (*volatile kLinkReflection)() =
+    &grpc::reflection::InitProtoReflectionServerBuilderPlugin;
+
+std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxSendMessageSize(256 << 20);
+  // A connection of its own, never shared with another test's channel.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(server.target(),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+void SetDeadline(grpc::ClientContext& ctx,
+                 std::chrono::milliseconds timeout = kRpcTimeout) {
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+// GPT-2 XL on the reference GPU; `layers` overrides the depth.
+v1::PlanRequest Gpt2Plan(std::optional<int64_t> layers, double fraction,
+                         const std::vector<std::string>& policies) {
+  v1::PlanRequest req;
+  v1::WorkloadRef* w = req.mutable_step()->mutable_workload();
+  w->set_name("gpt2-xl");
+  if (layers.has_value()) w->set_layers(*layers);
+  req.mutable_step()->set_hardware_name(kHardware);
+  req.set_budget_fraction(fraction);
+  for (const std::string& p : policies) req.add_policies(p);
+  return req;
+}
+
+std::string Deterministic(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&coded);
+  return out;
+}
+
+// The report without the wall times, which differ from run to run.
+v1::PlanReport WithoutTimings(const v1::PlanResponse& resp) {
+  v1::PlanReport r = resp.report();
+  for (v1::PolicyResult& p : *r.mutable_results()) p.clear_planning_seconds();
+  return r;
+}
+
+std::string Scrape(const SlackswapdProcess& server) {
+  HttpResponse r = HttpGet(server.metrics_port(), "/metrics");
+  EXPECT_EQ(r.status, 200) << r.error;
+  return r.body;
+}
+
+// Scrapes until `sample{labels}` satisfies `ok`, for at most `timeout`;
+// returns the last value seen (nullopt if the sample never appeared).
+std::optional<double> AwaitMetric(
+    const SlackswapdProcess& server, const std::string& name,
+    const std::map<std::string, std::string>& labels,
+    const std::function<bool(double)>& ok, milliseconds timeout) {
+  const SteadyClock::time_point deadline = SteadyClock::now() + timeout;
+  std::optional<double> value;
+  while (true) {
+    value = MetricValue(Scrape(server), name, labels);
+    if (value.has_value() && ok(*value)) return value;
+    if (SteadyClock::now() >= deadline) return value;
+    // A poll interval, not a wait for something to happen.
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
+// Matches the server's log line for one finished call of `method`.
+std::function<bool(const std::string&)> IsRequestLine(
+    const std::string& method) {
+  return [method](const std::string& line) {
+    return JsonField(line, "msg") == "request" &&
+           JsonField(line, "method") == method;
+  };
+}
+
+std::function<bool(const std::string&)> IsEvent(const std::string& msg) {
+  return
+      [msg](const std::string& line) { return JsonField(line, "msg") == msg; };
+}
+
+int CountRequestLines(const SlackswapdProcess& server,
+                      const std::string& method) {
+  const auto match = IsRequestLine(method);
+  int n = 0;
+  for (const LogLine& l : server.Lines()) n += match(l.text) ? 1 : 0;
+  return n;
+}
+
+double MillisBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Runs `calls` Plan calls at once on the callback API and waits (bounded)
+// for all of them; returns each call's status.
+std::vector<grpc::Status> ConcurrentPlans(
+    v1::Planner::Stub& stub, const std::vector<v1::PlanRequest>& reqs,
+    std::vector<v1::PlanResponse>* responses = nullptr) {
+  const size_t n = reqs.size();
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::PlanResponse> resps(n);
+  std::vector<grpc::Status> statuses(n);
+  absl::Mutex mu;
+  size_t done = 0;
+  for (size_t i = 0; i < n; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    SetDeadline(*contexts.back());
+    stub.async()->Plan(contexts.back().get(), &reqs[i], &resps[i],
+                       [&, i](grpc::Status s) {
+                         absl::MutexLock lock(&mu);
+                         statuses[i] = std::move(s);
+                         ++done;
+                       });
+  }
+  absl::MutexLock lock(&mu);
+  auto all_done = [&] { return done == n; };
+  // Each call has its own deadline, so this always ends.
+  mu.Await(absl::Condition(&all_done));
+  if (responses != nullptr) *responses = std::move(resps);
+  return statuses;
+}
+
+// --- health -----------------------------------------------------------------
+
+TEST(ServerHealthTest, ServingUntilSigtermThenExitsZero) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  std::unique_ptr<Health::Stub> health = Health::NewStub(Connect(server));
+  for (const std::string service : {"", kPlanner}) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    HealthCheckRequest req;
+    req.set_service(service);
+    HealthCheckResponse resp;
+    const grpc::Status s = health->Check(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << service << ": " << s.error_message();
+    EXPECT_EQ(resp.status(), HealthCheckResponse::SERVING)
+        << "service \"" << service << "\"";
+  }
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    HealthCheckRequest req;
+    req.set_service("no.such.Service");
+    HealthCheckResponse resp;
+    EXPECT_EQ(health->Check(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+
+  const CommandResult cli =
+      RunCommand({SLACKSWAP_BIN, "health", "--server", server.target()});
+  EXPECT_EQ(cli.exit_status, 0) << cli.output;
+
+  ASSERT_TRUE(server.SendSignal(SIGTERM));
+  EXPECT_EQ(server.Wait(), 0);
+  const std::string log = server.LogText();
+  EXPECT_THAT(log, HasSubstr("\"msg\":\"draining\""));
+  EXPECT_THAT(log, HasSubstr("\"signal\":\"SIGTERM\""));
+  EXPECT_THAT(log, HasSubstr("\"msg\":\"stopped\""));
+
+  // Nothing listens any more: the CLI says so and exits 1.
+  const CommandResult gone = RunCommand(
+      {SLACKSWAP_BIN, "health", "--server", server.target(), "--timeout", "5"});
+  EXPECT_EQ(gone.exit_status, 1) << gone.output;
+  EXPECT_THAT(gone.output,
+              AnyOf(HasSubstr("UNAVAILABLE"), HasSubstr("DEADLINE_EXCEEDED")));
+}
+
+// --- plan -------------------------------------------------------------------
+
+TEST(ServerPlanTest, RemotePlanEqualsLocalCore) {
+  SlackswapdProcess server({"--threads=2"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  const PlanningCore local(CoreLimits{});
+
+  std::vector<v1::PlanRequest> requests;
+  // Small graphs, every policy, with reasons and a timeline.
+  v1::PlanRequest small = Gpt2Plan(4, 0.5, {});
+  small.set_include_reasons(true);
+  small.set_timeline_points(64);
+  requests.push_back(small);
+  v1::PlanRequest bytes = Gpt2Plan(2, 0.5, {"slackswap", "capuchin"});
+  bytes.clear_budget_fraction();
+  bytes.set_budget_bytes(int64_t{1} << 30);
+  bytes.mutable_step()->set_hardware_name("h100-pcie5");
+  requests.push_back(bytes);
+  // The full GPT-2 XL, every policy.
+  v1::PlanRequest full = Gpt2Plan(std::nullopt, 0.5, {});
+  full.set_include_reasons(true);
+  requests.push_back(full);
+
+  for (const v1::PlanRequest& req : requests) {
+    SCOPED_TRACE(req.ShortDebugString());
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse remote;
+    const grpc::Status s = stub->Plan(&ctx, req, &remote);
+    ASSERT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
+    absl::StatusOr<v1::PlanResponse> mine = local.Plan(req, {});
+    ASSERT_TRUE(mine.ok()) << mine.status();
+
+    EXPECT_FALSE(remote.cache_hit());
+    EXPECT_GT(remote.server_seconds(), 0);
+    const int policies = req.policies_size() > 0 ? req.policies_size() : 5;
+    ASSERT_EQ(remote.report().results_size(), policies);
+    for (const v1::PolicyResult& p : remote.report().results()) {
+      EXPECT_GT(p.planning_seconds(), 0) << p.policy();
+    }
+    const v1::PlanReport a = WithoutTimings(remote);
+    const v1::PlanReport b = WithoutTimings(*mine);
+    std::string diff;
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(differ.Compare(b, a)) << diff;
+    EXPECT_EQ(Deterministic(a), Deterministic(b));
+  }
+}
+
+TEST(ServerPlanTest, SecondIdenticalPlanIsACacheHit) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  const v1::PlanRequest req = Gpt2Plan(4, 0.5, {"slackswap", "capuchin"});
+
+  v1::PlanResponse first;
+  v1::PlanResponse second;
+  for (v1::PlanResponse* resp : {&first, &second}) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s = stub->Plan(&ctx, req, resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_FALSE(first.cache_hit());
+  EXPECT_GT(first.server_seconds(), 0);
+  EXPECT_TRUE(second.cache_hit());
+  EXPECT_EQ(second.server_seconds(), 0);
+  // The cached report is the first one, wall times included.
+  EXPECT_EQ(Deterministic(second.report()), Deterministic(first.report()));
+
+  // A different request is not a hit.
+  v1::PlanResponse third;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s =
+        stub->Plan(&ctx, Gpt2Plan(4, 0.6, {"slackswap", "capuchin"}), &third);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_FALSE(third.cache_hit());
+
+  const std::string scrape = Scrape(server);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_cache_hits_total"), 1) << scrape;
+  EXPECT_EQ(MetricValue(scrape, "slackswap_cache_misses_total"), 2) << scrape;
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "OK"}}),
+            3);
+  std::vector<std::string> details;
+  for (const LogLine& l : server.Lines()) {
+    if (IsRequestLine("Plan")(l.text)) {
+      details.push_back(JsonField(l.text, "detail").value_or("?"));
+    }
+  }
+  EXPECT_THAT(details,
+              ::testing::ElementsAre("cache=miss", "cache=hit", "cache=miss"));
+}
+
+// --- catalog ----------------------------------------------------------------
+
+TEST(ServerCatalogTest, ListsProfilesAndWorkloadsAndGetsAGraph) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  const PlanningCore local(CoreLimits{});
+
+  v1::ListHardwareProfilesResponse profiles;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s = stub->ListHardwareProfiles(
+        &ctx, v1::ListHardwareProfilesRequest(), &profiles);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  std::vector<std::string> names;
+  for (const auto& p : profiles.profiles()) names.push_back(p.name());
+  EXPECT_THAT(names, UnorderedElementsAre("a100-80gb-pcie4", "a100-40gb-pcie4",
+                                          "h100-pcie5", "gh200-c2c"));
+  EXPECT_EQ(Deterministic(profiles),
+            Deterministic(local.ListHardwareProfiles()));
+
+  v1::ListWorkloadsResponse workloads;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s =
+        stub->ListWorkloads(&ctx, v1::ListWorkloadsRequest(), &workloads);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  names.clear();
+  for (const auto& w : workloads.workloads()) {
+    names.push_back(w.name());
+    EXPECT_GT(w.layers(), 0) << w.name();
+    EXPECT_GT(w.ops(), 0) << w.name();
+    EXPECT_GT(w.saved_activation_bytes(), 0) << w.name();
+  }
+  EXPECT_THAT(names, UnorderedElementsAre("bert-large", "gpt2-xl", "llama-7b"));
+
+  v1::GetWorkloadRequest get;
+  get.mutable_workload()->set_name("gpt2-xl");
+  get.mutable_workload()->set_layers(2);
+  v1::GetWorkloadResponse graph;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s = stub->GetWorkload(&ctx, get, &graph);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  // The README's figures for the 2-layer GPT-2 XL.
+  EXPECT_EQ(graph.graph().ops_size(), 58);
+  EXPECT_EQ(graph.graph().tensors_size(), 98);
+  absl::StatusOr<v1::GetWorkloadResponse> mine = local.GetWorkload(get);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(Deterministic(graph), Deterministic(*mine));
+}
+
+// --- sweep ------------------------------------------------------------------
+
+TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+
+  v1::SweepRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(400);
+  req.mutable_step()->set_hardware_name(kHardware);
+  req.set_from(0.3);
+  req.set_to(0.6);
+  req.set_step_fraction(0.1);
+  req.add_policies("slackswap");
+  req.add_policies("capuchin");
+  req.set_target(0.9);
+  constexpr int kBudgets = 4;
+  constexpr int kPolicies = 2;
+
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  std::vector<v1::SweepResponse> got;
+  std::vector<SteadyClock::time_point> arrived;
+  std::unique_ptr<grpc::ClientReader<v1::SweepResponse>> reader =
+      stub->Sweep(&ctx, req);
+  for (v1::SweepResponse msg; reader->Read(&msg);) {
+    arrived.push_back(SteadyClock::now());
+    got.push_back(msg);
+  }
+  const SteadyClock::time_point finished = SteadyClock::now();
+  const grpc::Status s = reader->Finish();
+  ASSERT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
+
+  int points = 0;
+  int targets = 0;
+  for (const v1::SweepResponse& m : got) {
+    points += m.has_point() ? 1 : 0;
+    targets += m.has_target() ? 1 : 0;
+    if (m.has_target()) {
+      EXPECT_DOUBLE_EQ(m.target().target(), 0.9);
+      EXPECT_TRUE(m.target().reached()) << m.target().ShortDebugString();
+      EXPECT_GE(m.target().throughput_retained(), 0.9);
+    }
+  }
+  EXPECT_EQ(points, kBudgets * kPolicies);
+  EXPECT_EQ(targets, kPolicies);
+  // Points come first, budget by budget, each budget's policies in order.
+  for (int i = 0; i < kBudgets * kPolicies && i < static_cast<int>(got.size());
+       ++i) {
+    ASSERT_TRUE(got[i].has_point()) << i;
+    EXPECT_EQ(got[i].point().policy(), i % 2 == 0 ? "slackswap" : "capuchin");
+    EXPECT_NEAR(got[i].point().budget_fraction(), 0.3 + 0.1 * (i / 2), 1e-9);
+  }
+
+  // Streamed, not batched: the first point reached the client before the
+  // server had finished the sweep (its log line is written when the worker
+  // is done) and before the stream ended.
+  ASSERT_FALSE(arrived.empty());
+  EXPECT_LT(arrived.front(), finished);
+  std::optional<LogLine> done =
+      server.WaitForLine(IsRequestLine("Sweep"), seconds(10));
+  ASSERT_TRUE(done.has_value()) << server.LogText();
+  EXPECT_EQ(JsonField(done->text, "code"), "OK");
+  EXPECT_LT(arrived.front(), done->read_at)
+      << "first point " << MillisBetween(arrived.front(), done->read_at)
+      << " ms before the server finished";
+
+  // Same messages as the local core, in the same order.
+  const PlanningCore local(CoreLimits{});
+  std::vector<v1::SweepResponse> mine;
+  const absl::Status ls = local.Sweep(req, {}, [&](const v1::SweepResponse& m) {
+    mine.push_back(m);
+    return true;
+  });
+  ASSERT_TRUE(ls.ok()) << ls;
+  ASSERT_EQ(mine.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(Deterministic(got[i]), Deterministic(mine[i]))
+        << i << ": " << got[i].ShortDebugString() << " vs "
+        << mine[i].ShortDebugString();
+  }
+}
+
+// --- errors -----------------------------------------------------------------
+
+TEST(ServerErrorsTest, BadRequestsGetTheRightCodeNamingTheField) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  auto plan = [&](const v1::PlanRequest& req) {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    return stub->Plan(&ctx, req, &resp);
+  };
+
+  grpc::Status s = plan(Gpt2Plan(2, 0.5, {"no-such-policy"}));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("policies[0]"));
+
+  s = plan(Gpt2Plan(2, 0.5, {"slackswap", "nope"}));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("policies[1]"));
+
+  v1::PlanRequest negative = Gpt2Plan(2, 0.5, {"slackswap"});
+  negative.set_budget_bytes(-1);
+  s = plan(negative);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("budget_bytes"));
+
+  v1::PlanRequest unknown = Gpt2Plan(std::nullopt, 0.5, {"slackswap"});
+  unknown.mutable_step()->mutable_workload()->set_name("gpt-9");
+  s = plan(unknown);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("step.workload"));
+
+  v1::PlanRequest tpu = Gpt2Plan(2, 0.5, {"slackswap"});
+  tpu.mutable_step()->set_hardware_name("tpu");
+  s = plan(tpu);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("step.hardware_name"));
+
+  v1::PlanRequest no_step = Gpt2Plan(2, 0.5, {"slackswap"});
+  no_step.clear_step();
+  s = plan(no_step);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("step"));
+
+  // One byte: no policy can get there.
+  v1::PlanRequest tiny = Gpt2Plan(2, 0.5, {"slackswap", "recompute_only"});
+  tiny.set_budget_bytes(1);
+  s = plan(tiny);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("the lowest activation peak reachable is"));
+
+  v1::SweepRequest sweep;
+  sweep.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  sweep.mutable_step()->set_hardware_name(kHardware);
+  sweep.add_policies("bogus");
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  auto reader = stub->Sweep(&ctx, sweep);
+  v1::SweepResponse msg;
+  EXPECT_FALSE(reader->Read(&msg));
+  s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("policies[0]"));
+
+  // Each failure was logged and counted under its code.
+  const std::string scrape = Scrape(server);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "INVALID_ARGUMENT"}}),
+            4);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "NOT_FOUND"}}),
+            2);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "FAILED_PRECONDITION"}}),
+            1);
+  EXPECT_EQ(CountRequestLines(server, "Plan"), 7);
+}
+
+TEST(ServerErrorsTest, GraphOverMaxGraphOpsIsResourceExhausted) {
+  SlackswapdProcess server({"--threads=1", "--max_graph_ops=100"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+
+  // 2 layers (58 ops) fit; the full model does not.
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    const grpc::Status s =
+        stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    const grpc::Status s =
+        stub->Plan(&ctx, Gpt2Plan(std::nullopt, 0.5, {"slackswap"}), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("step.workload"));
+    EXPECT_THAT(s.error_message(), HasSubstr("limit of 100"));
+  }
+  // The same through an inline graph (from GetWorkload, 4 layers).
+  v1::GetWorkloadRequest get;
+  get.mutable_workload()->set_name("gpt2-xl");
+  get.mutable_workload()->set_layers(4);
+  v1::GetWorkloadResponse graph;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s = stub->GetWorkload(&ctx, get, &graph);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  ASSERT_GT(graph.graph().ops_size(), 100);
+  v1::PlanRequest inline_req = Gpt2Plan(std::nullopt, 0.5, {"slackswap"});
+  *inline_req.mutable_step()->mutable_graph_inline() = graph.graph();
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::PlanResponse resp;
+  const grpc::Status s = stub->Plan(&ctx, inline_req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("step.graph_inline.ops"));
+}
+
+TEST(ServerErrorsTest, MessageOverMaxMessageSizeIsRefusedByGrpc) {
+  // The graph comes from a server with the default limit, which also shows
+  // the same request is fine there.
+  SlackswapdProcess big({"--threads=1"});
+  ASSERT_TRUE(big.started()) << big.error();
+  SlackswapdProcess small({"--threads=1", "--max_message_mb=1"});
+  ASSERT_TRUE(small.started()) << small.error();
+  auto big_stub = v1::Planner::NewStub(Connect(big));
+  auto small_stub = v1::Planner::NewStub(Connect(small));
+
+  v1::GetWorkloadRequest get;
+  get.mutable_workload()->set_name("gpt2-xl");
+  v1::GetWorkloadResponse graph;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s = big_stub->GetWorkload(&ctx, get, &graph);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  v1::PlanRequest req = Gpt2Plan(std::nullopt, 0.5, {"slackswap"});
+  *req.mutable_step()->mutable_graph_inline() = graph.graph();
+  ASSERT_GT(req.ByteSizeLong(), size_t{1} << 20);
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    const grpc::Status s = big_stub->Plan(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    const grpc::Status s = small_stub->Plan(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("larger than max"));
+  }
+  // A response over the limit is refused too.
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::GetWorkloadResponse resp;
+    const grpc::Status s = small_stub->GetWorkload(&ctx, get, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << s.error_message();
+  }
+  // gRPC refused the oversized request before the handler: no Plan line.
+  // The server still serves small requests.
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    const grpc::Status s =
+        small_stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  ASSERT_TRUE(small.WaitForLine(IsRequestLine("Plan"), seconds(5)).has_value());
+  EXPECT_EQ(CountRequestLines(small, "Plan"), 1) << small.LogText();
+}
+
+// --- deadlines and cancellation
+// -----------------------------------------------
+
+// Far more work than any bound below: GPT-2 XL at the 10,000-layer limit,
+// every policy (several seconds of planning on this machine).
+v1::PlanRequest HugePlan() { return Gpt2Plan(10'000, 0.5, {}); }
+
+TEST(ServerDeadlineTest, ExpiredDeadlineStopsTheWork) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  std::shared_ptr<grpc::Channel> channel = Connect(server);
+  auto stub = v1::Planner::NewStub(channel);
+  // Connect first, so the deadline is spent on the call.
+  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
+                                        seconds(10)));
+
+  grpc::ClientContext ctx;
+  SetDeadline(ctx, milliseconds(50));
+  v1::PlanResponse resp;
+  const grpc::Status s = stub->Plan(&ctx, HugePlan(), &resp);
+  const SteadyClock::time_point returned = SteadyClock::now();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << s.error_message();
+
+  // The server gave up on it too: its log line comes within 2 s.
+  std::optional<LogLine> line =
+      server.WaitForLine(IsRequestLine("Plan"), seconds(2));
+  ASSERT_TRUE(line.has_value()) << "the server kept planning:\n"
+                                << server.LogText();
+  EXPECT_THAT(JsonField(line->text, "code").value_or(""),
+              AnyOf("DEADLINE_EXCEEDED", "CANCELLED"));
+  EXPECT_LT(MillisBetween(returned, line->read_at), 2000);
+  double ms = 0;
+  ASSERT_TRUE(absl::SimpleAtod(JsonField(line->text, "ms").value_or(""), &ms));
+  EXPECT_LT(ms, 2000);
+  std::optional<double> inflight = AwaitMetric(
+      server, "slackswap_inflight_requests", {},
+      [](double v) { return v == 0; }, seconds(2));
+  EXPECT_EQ(inflight, 0);
+  // And is free for the next call at once.
+  grpc::ClientContext next;
+  SetDeadline(next, seconds(10));
+  EXPECT_TRUE(stub->Plan(&next, Gpt2Plan(2, 0.5, {"slackswap"}), &resp).ok());
+}
+
+TEST(ServerCancelTest, CancelledSweepStopsWithinMilliseconds) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+
+  // 19 budgets x 5 policies of a 2,000-layer GPT-2 XL: seconds of work.
+  v1::SweepRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(2000);
+  req.mutable_step()->set_hardware_name(kHardware);
+  req.set_from(0.1);
+  req.set_to(1.0);
+  req.set_step_fraction(0.05);
+
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  auto reader = stub->Sweep(&ctx, req);
+  v1::SweepResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  ASSERT_TRUE(msg.has_point());
+  const SteadyClock::time_point cancelled = SteadyClock::now();
+  ctx.TryCancel();
+  int more = 0;
+  while (reader->Read(&msg) && more < 1000) ++more;
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
+  EXPECT_LT(more, 94);
+
+  std::optional<LogLine> line =
+      server.WaitForLine(IsRequestLine("Sweep"), seconds(5));
+  ASSERT_TRUE(line.has_value()) << server.LogText();
+  EXPECT_EQ(JsonField(line->text, "code"), "CANCELLED");
+  const double stop_ms = MillisBetween(cancelled, line->read_at);
+  EXPECT_LT(stop_ms, 500) << "the server went on for " << stop_ms << " ms";
+  std::cerr << "[ info ] sweep stopped " << stop_ms << " ms after the cancel\n";
+  EXPECT_EQ(AwaitMetric(
+                server, "slackswap_inflight_requests", {},
+                [](double v) { return v == 0; }, seconds(2)),
+            0);
+}
+
+TEST(ServerCancelTest, CancelledPlanStopsWithinMilliseconds) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::PlanResponse resp;
+  grpc::Status status;
+  const v1::PlanRequest req = Gpt2Plan(3000, 0.5, {});
+  std::thread call([&] { status = stub->Plan(&ctx, req, &resp); });
+  // Cancel once the worker is planning: the graph is built (the core
+  // reports its size) and the call is still in flight.
+  const std::optional<double> graphs = AwaitMetric(
+      server, "slackswap_graph_ops_count", {}, [](double v) { return v >= 1; },
+      seconds(20));
+  EXPECT_EQ(graphs, 1);
+  const SteadyClock::time_point cancelled = SteadyClock::now();
+  ctx.TryCancel();
+  call.join();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED)
+      << status.error_message();
+
+  std::optional<LogLine> line =
+      server.WaitForLine(IsRequestLine("Plan"), seconds(5));
+  ASSERT_TRUE(line.has_value()) << server.LogText();
+  EXPECT_EQ(JsonField(line->text, "code"), "CANCELLED");
+  const double stop_ms = MillisBetween(cancelled, line->read_at);
+  EXPECT_LT(stop_ms, 500) << "the server went on for " << stop_ms << " ms";
+  std::cerr << "[ info ] plan stopped " << stop_ms << " ms after the cancel\n";
+  EXPECT_EQ(AwaitMetric(
+                server, "slackswap_inflight_requests", {},
+                [](double v) { return v == 0; }, seconds(2)),
+            0);
+}
+
+// --- admission control and shutdown
+// -------------------------------------------
+
+TEST(ServerLoadTest, BurstBeyondTheQueueIsRejectedAndCounted) {
+  SlackswapdProcess server({"--threads=1", "--max_queue=1", "--cache_mb=0"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  constexpr int kCalls = 20;
+  const std::vector<v1::PlanRequest> reqs(kCalls, Gpt2Plan(300, 0.5, {}));
+
+  const std::vector<grpc::Status> statuses = ConcurrentPlans(*stub, reqs);
+  int ok = 0;
+  int rejected = 0;
+  for (const grpc::Status& s : statuses) {
+    if (s.ok()) {
+      ++ok;
+    } else if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++rejected;
+      EXPECT_THAT(s.error_message(), HasSubstr("--max_queue"));
+    } else {
+      ADD_FAILURE() << "unexpected " << s.error_code() << ": "
+                    << s.error_message();
+    }
+  }
+  EXPECT_EQ(ok + rejected, kCalls);
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(rejected, 1);
+  std::cerr << "[ info ] " << ok << " OK, " << rejected
+            << " RESOURCE_EXHAUSTED\n";
+
+  const std::string scrape = Scrape(server);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_rejected_requests_total",
+                        {{"method", "Plan"}}),
+            rejected)
+      << scrape;
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "RESOURCE_EXHAUSTED"}}),
+            rejected);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "OK"}}),
+            ok);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_inflight_requests"), 0);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_queue_depth"), 0);
+}
+
+TEST(ServerShutdownTest, SigtermDrainsEveryAcceptedCall) {
+  SlackswapdProcess server({"--threads=1", "--max_queue=8"});
+  ASSERT_TRUE(server.started()) << server.error();
+  std::shared_ptr<grpc::Channel> channel = Connect(server);
+  auto stub = v1::Planner::NewStub(channel);
+  constexpr int kCalls = 6;
+  std::vector<v1::PlanRequest> reqs;
+  for (int i = 0; i < kCalls; ++i) {
+    reqs.push_back(Gpt2Plan(600, 0.40 + 0.05 * i, {}));
+  }
+
+  std::vector<grpc::Status> statuses;
+  std::vector<v1::PlanResponse> resps;
+  std::thread calls([&] { statuses = ConcurrentPlans(*stub, reqs, &resps); });
+  // Every call reached the server (one runs, five wait).
+  const std::optional<double> inflight = AwaitMetric(
+      server, "slackswap_inflight_requests", {},
+      [](double v) { return v >= kCalls; }, seconds(10));
+  EXPECT_EQ(inflight, kCalls);
+  ASSERT_TRUE(server.SendSignal(SIGTERM));
+  ASSERT_TRUE(server.WaitForLine(IsEvent("draining"), seconds(5)).has_value())
+      << server.LogText();
+
+  // Draining: health is no longer SERVING (or nobody answers), and new calls
+  // are refused.
+  {
+    auto health = Health::NewStub(Connect(server));
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, seconds(5));
+    HealthCheckRequest req;
+    req.set_service(kPlanner);
+    HealthCheckResponse resp;
+    const grpc::Status s = health->Check(&ctx, req, &resp);
+    if (s.ok()) {
+      EXPECT_EQ(resp.status(), HealthCheckResponse::NOT_SERVING);
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+          << s.error_message();
+    }
+  }
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, seconds(5));
+    v1::PlanResponse resp;
+    const grpc::Status s =
+        stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << s.error_code() << ": " << s.error_message();
+  }
+
+  calls.join();
+  ASSERT_EQ(statuses.size(), static_cast<size_t>(kCalls));
+  for (int i = 0; i < kCalls; ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_code()
+                                  << " " << statuses[i].error_message();
+    EXPECT_EQ(resps[i].report().results_size(), 5) << i;
+  }
+  EXPECT_EQ(server.Wait(), 0);
+  EXPECT_THAT(server.LogText(), HasSubstr("\"msg\":\"stopped\""));
+  EXPECT_EQ(CountRequestLines(server, "Plan"), kCalls) << server.LogText();
+}
+
+// --- metrics ----------------------------------------------------------------
+
+TEST(ServerMetricsTest, ScrapePassesPromtoolAndCountsRequests) {
+  const std::string promtool = FindOnPath("promtool");
+  ASSERT_FALSE(promtool.empty())
+      << "promtool is not on PATH (Debian package prometheus)";
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    ASSERT_TRUE(stub->Plan(&ctx, Gpt2Plan(2, 0.5, {}), &resp).ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    EXPECT_EQ(stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"x"}), &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::ListWorkloadsResponse resp;
+    ASSERT_TRUE(
+        stub->ListWorkloads(&ctx, v1::ListWorkloadsRequest(), &resp).ok());
+  }
+
+  const std::string scrape = Scrape(server);
+  const CommandResult check =
+      RunCommand({promtool, "check", "metrics"}, scrape);
+  EXPECT_EQ(check.exit_status, 0) << check.output;
+  EXPECT_EQ(check.output, "");
+
+  EXPECT_THAT(
+      scrape,
+      HasSubstr("slackswap_requests_total{code=\"OK\",method=\"Plan\"}"));
+  EXPECT_THAT(scrape, HasSubstr("slackswap_request_duration_seconds_bucket"));
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "OK"}}),
+            1);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Plan"}, {"code", "INVALID_ARGUMENT"}}),
+            1);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "ListWorkloads"}, {"code", "OK"}}),
+            1);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_request_duration_seconds_bucket",
+                        {{"method", "Plan"}, {"le", "+Inf"}}),
+            2);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_request_duration_seconds_count",
+                        {{"method", "Plan"}}),
+            2);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_inflight_requests"), 0);
+  // All five policies ran once, each observed.
+  for (const char* policy :
+       {"ideal", "recompute_only", "swap_only", "capuchin", "slackswap"}) {
+    EXPECT_EQ(MetricValue(scrape, "slackswap_planner_seconds_count",
+                          {{"policy", policy}}),
+              1)
+        << policy;
+  }
+  bool build_info = false;
+  for (const auto& sample : ParseMetrics(scrape)) {
+    if (sample.name == "slackswap_build_info") {
+      build_info = true;
+      EXPECT_EQ(sample.value, 1);
+      EXPECT_EQ(sample.labels.count("version"), 1u);
+    }
+  }
+  EXPECT_TRUE(build_info) << scrape;
+
+  const HttpResponse other = HttpGet(server.metrics_port(), "/other");
+  EXPECT_GT(other.status, 0) << other.error;
+  EXPECT_NE(other.status, 200) << other.body;
+}
+
+// --- reflection -------------------------------------------------------------
+
+// A minimal grpc.reflection.v1alpha client: the request and response
+// classes are the ones compiled into libgrpc++_reflection, found by name in
+// the generated pool and used through the reflection API; the call goes
+// through the generic stub.
+class ReflectionClient {
+ public:
+  explicit ReflectionClient(std::shared_ptr<grpc::Channel> channel)
+      : stub_(std::move(channel)) {
+    const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+    request_type_ = pool->FindMessageTypeByName(
+        "grpc.reflection.v1alpha.ServerReflectionRequest");
+    response_type_ = pool->FindMessageTypeByName(
+        "grpc.reflection.v1alpha.ServerReflectionResponse");
+  }
+
+  bool available() const {
+    return request_type_ != nullptr && response_type_ != nullptr;
+  }
+
+  // One request per message, answers in order; "" when a step failed (and a
+  // test failure says which).
+  std::vector<std::unique_ptr<google::protobuf::Message>> Ask(
+      const std::vector<std::pair<std::string, std::string>>& questions) {
+    std::vector<std::unique_ptr<google::protobuf::Message>> answers;
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, seconds(20));
+    grpc::CompletionQueue cq;
+    std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+        stub_.PrepareCall(
+            &ctx,
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            &cq);
+    auto step = [&](const char* what) {
+      void* tag = nullptr;
+      bool ok = false;
+      const auto r = cq.AsyncNext(
+          &tag, &ok, std::chrono::system_clock::now() + seconds(20));
+      EXPECT_EQ(r, grpc::CompletionQueue::GOT_EVENT) << what;
+      EXPECT_TRUE(ok) << what;
+      return r == grpc::CompletionQueue::GOT_EVENT && ok;
+    };
+    call->StartCall(this);
+    bool alive = step("start");
+    for (const auto& [field, value] : questions) {
+      if (!alive) break;
+      std::unique_ptr<google::protobuf::Message> req(
+          factory()->GetPrototype(request_type_)->New());
+      const auto* f = request_type_->FindFieldByName(field);
+      EXPECT_NE(f, nullptr) << field;
+      if (f == nullptr) break;
+      req->GetReflection()->SetString(req.get(), f, value);
+      const std::string bytes = req->SerializeAsString();
+      grpc::Slice slice(bytes);
+      grpc::ByteBuffer out(&slice, 1);
+      call->Write(out, this);
+      if (!(alive = step("write"))) break;
+      grpc::ByteBuffer in;
+      call->Read(&in, this);
+      if (!(alive = step("read"))) break;
+      std::vector<grpc::Slice> slices;
+      EXPECT_TRUE(in.Dump(&slices).ok());
+      std::string got;
+      for (const grpc::Slice& s : slices) {
+        got.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+      std::unique_ptr<google::protobuf::Message> resp(
+          factory()->GetPrototype(response_type_)->New());
+      EXPECT_TRUE(resp->ParseFromString(got));
+      answers.push_back(std::move(resp));
+    }
+    if (alive) {
+      call->WritesDone(this);
+      step("writes done");
+    }
+    grpc::Status status;
+    call->Finish(&status, this);
+    step("finish");
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return answers;
+  }
+
+ private:
+  static google::protobuf::MessageFactory* factory() {
+    return google::protobuf::MessageFactory::generated_factory();
+  }
+
+  grpc::GenericStub stub_;
+  const google::protobuf::Descriptor* request_type_ = nullptr;
+  const google::protobuf::Descriptor* response_type_ = nullptr;
+};
+
+// The sub-message `name` of `m` (set or default).
+const google::protobuf::Message& Sub(const google::protobuf::Message& m,
+                                     const std::string& name) {
+  const auto* f = m.GetDescriptor()->FindFieldByName(name);
+  EXPECT_NE(f, nullptr) << name;
+  return m.GetReflection()->GetMessage(m, f);
+}
+
+TEST(ServerReflectionTest, ListsServicesAndServesThePlannerSchema) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  ReflectionClient client(Connect(server));
+  ASSERT_TRUE(client.available())
+      << "libgrpc++_reflection's descriptors are not in the generated pool";
+
+  const auto answers = client.Ask(
+      {{"list_services", "*"}, {"file_containing_symbol", kPlanner}});
+  ASSERT_EQ(answers.size(), 2u);
+
+  std::vector<std::string> services;
+  const google::protobuf::Message& list =
+      Sub(*answers[0], "list_services_response");
+  const auto* service_field = list.GetDescriptor()->FindFieldByName("service");
+  ASSERT_NE(service_field, nullptr);
+  for (int i = 0; i < list.GetReflection()->FieldSize(list, service_field);
+       ++i) {
+    const google::protobuf::Message& s =
+        list.GetReflection()->GetRepeatedMessage(list, service_field, i);
+    services.push_back(s.GetReflection()->GetString(
+        s, s.GetDescriptor()->FindFieldByName("name")));
+  }
+  EXPECT_THAT(services, ::testing::IsSupersetOf(std::vector<std::string>{
+                            kPlanner, "grpc.health.v1.Health",
+                            "grpc.reflection.v1alpha.ServerReflection"}));
+
+  // The files: planner_service.proto and everything it imports, enough to
+  // rebuild the service's schema with nothing compiled in.
+  const google::protobuf::Message& files =
+      Sub(*answers[1], "file_descriptor_response");
+  const auto* fdp =
+      files.GetDescriptor()->FindFieldByName("file_descriptor_proto");
+  ASSERT_NE(fdp, nullptr);
+  google::protobuf::SimpleDescriptorDatabase db;
+  std::vector<std::string> names;
+  for (int i = 0; i < files.GetReflection()->FieldSize(files, fdp); ++i) {
+    google::protobuf::FileDescriptorProto file;
+    ASSERT_TRUE(file.ParseFromString(
+        files.GetReflection()->GetRepeatedString(files, fdp, i)));
+    names.push_back(file.name());
+    db.Add(file);
+  }
+  EXPECT_THAT(names, ::testing::Contains("slackswap/v1/planner_service.proto"));
+  google::protobuf::DescriptorPool pool(&db);
+  const google::protobuf::ServiceDescriptor* planner =
+      pool.FindServiceByName(kPlanner);
+  ASSERT_NE(planner, nullptr) << ::testing::PrintToString(names);
+  EXPECT_EQ(planner->method_count(), 6);
+  const google::protobuf::MethodDescriptor* sweep =
+      planner->FindMethodByName("Sweep");
+  ASSERT_NE(sweep, nullptr);
+  EXPECT_TRUE(sweep->server_streaming());
+  EXPECT_FALSE(sweep->client_streaming());
+  // The reflected request type is the one this test was compiled with.
+  const google::protobuf::MethodDescriptor* plan =
+      planner->FindMethodByName("Plan");
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->input_type()->DebugString(),
+            v1::PlanRequest::descriptor()->DebugString());
+  EXPECT_EQ(plan->output_type()->DebugString(),
+            v1::PlanResponse::descriptor()->DebugString());
+}
+
+}  // namespace
+}  // namespace slackswap
