@@ -2,6 +2,7 @@
 // and on synthetic transformer steps of about 1k, 10k and 100k ops. One
 // iteration is what a request costs: analysis, the policy's search (its
 // candidate simulations) and the final simulation of its plan.
+// BM_AnalyzeStep times the analysis alone.
 //
 //   taskset -c 1 build/bench/planner_bench
 #include <map>
@@ -63,9 +64,25 @@ void BM_PlanAndSimulate(benchmark::State& state, std::string workload,
   state.counters["retained"] = retained;
 }
 
+// The step analysis alone (durations, slack, every candidate's rebuild
+// cost): every policy pays it once per request, before its search.
+void BM_AnalyzeStep(benchmark::State& state, std::string workload) {
+  const Graph& g = CachedGraph(workload);
+  const Hardware hw = *FindHardware("a100-80gb-pcie4");
+  for (auto _ : state) {
+    absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, hw);
+    benchmark::DoNotOptimize(a);
+  }
+  state.counters["ops"] = static_cast<double>(g.ops.size());
+}
+
 void RegisterAll() {
   for (const char* workload :
        {"bert-large", "gpt2-xl", "llama-7b", "ops_1k", "ops_10k", "ops_100k"}) {
+    benchmark::RegisterBenchmark(
+        ("BM_AnalyzeStep/" + std::string(workload)).c_str(), BM_AnalyzeStep,
+        workload)
+        ->Unit(benchmark::kMillisecond);
     for (const std::string& policy : PolicyNames()) {
       benchmark::RegisterBenchmark(
           ("BM_PlanAndSimulate/" + std::string(workload) + "/" + policy)

@@ -47,6 +47,11 @@ int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
   return Cost(g, d, plan, t, rebuilt);
 }
 
+int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
+                        int32_t t, absl::flat_hash_set<int32_t>* rebuilt) {
+  return Cost(g, d, plan, t, *rebuilt);
+}
+
 absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw) {
   StepAnalysis a;
   SLACKSWAP_ASSIGN_OR_RETURN(a.durations, ComputeDurations(g, hw));

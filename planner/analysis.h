@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
@@ -77,6 +78,12 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw);
 // Swapped and kept inputs cost nothing here.
 int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
                         int32_t t);
+
+// The same, not counting producer re-runs already in `rebuilt` (ops counted
+// for tensors explained before), and adding this chain's to it: over many
+// tensors, each op is counted once, so explaining a whole plan is linear.
+int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
+                        int32_t t, absl::flat_hash_set<int32_t>* rebuilt);
 
 }  // namespace slackswap
 

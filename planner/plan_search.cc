@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -160,14 +161,23 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
   return best;
 }
 
-void ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
-                      const char* why_swap, const char* why_recompute,
-                      Plan& plan) {
+absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
+                              const char* why_swap, const char* why_recompute,
+                              Plan& plan) {
   const StepAnalysis& a = ctx.analysis;
-  for (const Candidate& c : a.candidates) {
+  absl::flat_hash_set<int32_t> rebuilt;
+  // Backward order: the chains rebuilt first get the shared ops.
+  for (auto it = a.candidates.rbegin(); it != a.candidates.rend(); ++it) {
+    const Candidate& c = *it;
+    if ((it - a.candidates.rbegin()) % 256 == 0) {
+      SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+    }
     Decision& d = plan.decisions[c.tensor];
     d.transfer_ns = c.d2h_ns + c.h2d_ns;
-    d.recompute_ns = RecomputeCostNs(ctx.graph, a.durations, plan, c.tensor);
+    d.recompute_ns =
+        d.action == Action::kRecompute
+            ? RecomputeCostNs(ctx.graph, a.durations, plan, c.tensor, &rebuilt)
+            : c.recompute_ns;
     const std::string facts = absl::StrCat(
         FormatBytes(c.bytes), "; copies ", Ms(c.d2h_ns), " out + ",
         Ms(c.h2d_ns), " back; rebuild ", Ms(d.recompute_ns),
@@ -187,6 +197,7 @@ void ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
         break;
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace slackswap

@@ -47,10 +47,13 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves);
 
-// Annotates each decision with its sizes and costs and a one-line reason.
-void ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
-                      const char* why_swap, const char* why_recompute,
-                      Plan& plan);
+// Annotates each decision with its sizes and costs and a one-line reason. A
+// recomputed tensor's cost is its chain, each op counted for the first
+// tensor (in backward order) that re-runs it; kept and swapped tensors show
+// what rebuilding them alone would cost. CANCELLED if ctx says stop.
+absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
+                              const char* why_swap, const char* why_recompute,
+                              Plan& plan);
 
 }  // namespace slackswap
 

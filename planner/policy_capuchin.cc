@@ -65,9 +65,10 @@ class CapuchinPolicy : public Policy {
     }
     SLACKSWAP_ASSIGN_OR_RETURN(Judged best,
                                FewestMovesThatFit(ctx, base, moves));
-    ExplainDecisions(
+    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
         ctx, "fits the budget", "longest free time that still hides (Capuchin)",
-        "most memory saved per second of recompute (Capuchin MSPS)", best.plan);
+        "most memory saved per second of recompute (Capuchin MSPS)",
+        best.plan));
     return best.plan;
   }
 };

@@ -1,5 +1,6 @@
 // ideal: keep everything, no limit. The 100% reference every other policy is
 // measured against.
+#include "common/status_macros.h"
 #include "planner/plan_search.h"
 #include "planner/policies.h"
 
@@ -11,7 +12,8 @@ class IdealPolicy : public Policy {
   const char* name() const override { return "ideal"; }
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     Plan plan = Plan::KeepAll(ctx.graph);
-    ExplainDecisions(ctx, "ideal: no memory limit", "", "", plan);
+    SLACKSWAP_RETURN_IF_ERROR(
+        ExplainDecisions(ctx, "ideal: no memory limit", "", "", plan));
     return plan;
   }
 };

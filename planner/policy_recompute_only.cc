@@ -53,9 +53,6 @@ class RecomputeOnlyPolicy : public Policy {
         Judged greedy, FewestMovesThatFit(ctx, keep_all,
                                           RecomputeMoves(OrderCandidates(
                                               a, all, ByCheapestPerByte))));
-    ExplainDecisions(ctx, kWhyKeep, "",
-                     "greedy checkpointing: cheapest rebuild per byte first",
-                     greedy.plan);
 
     Plan layered = keep_all;
     for (const Candidate& c : a.candidates) {
@@ -71,12 +68,17 @@ class RecomputeOnlyPolicy : public Policy {
         FewestMovesThatFit(
             ctx, layered,
             RecomputeMoves(OrderCandidates(a, still_kept, ByCheapestPerByte))));
-    ExplainDecisions(ctx, "a layer input (checkpoint)", "",
-                     "layer-wise checkpointing: rebuilt from the layer input",
-                     layer_wise.plan);
-
-    return Better(layer_wise.result, greedy.result) ? layer_wise.plan
-                                                    : greedy.plan;
+    if (Better(layer_wise.result, greedy.result)) {
+      SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
+          ctx, "a layer input (checkpoint)", "",
+          "layer-wise checkpointing: rebuilt from the layer input",
+          layer_wise.plan));
+      return layer_wise.plan;
+    }
+    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
+        ctx, kWhyKeep, "",
+        "greedy checkpointing: cheapest rebuild per byte first", greedy.plan));
+    return greedy.plan;
   }
 };
 

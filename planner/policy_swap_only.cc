@@ -26,9 +26,9 @@ class SwapOnlyPolicy : public Policy {
     }
     SLACKSWAP_ASSIGN_OR_RETURN(
         Judged best, FewestMovesThatFit(ctx, Plan::KeepAll(ctx.graph), moves));
-    ExplainDecisions(ctx, "fits the budget",
-                     "largest first (vDNN-style offload)",
-                     "no time to prefetch it back", best.plan);
+    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
+        ctx, "fits the budget", "largest first (vDNN-style offload)",
+        "no time to prefetch it back", best.plan));
     return best.plan;
   }
 };

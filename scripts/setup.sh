@@ -9,7 +9,7 @@ packages=(
   libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Tests: promtool (metrics checks), a Python gRPC client, TLS certificates.
-  prometheus python3 python3-grpcio python3-protobuf openssl
+  prometheus python3 python3-grpcio python3-protobuf python3-yaml openssl
   # tools/torch_export.py and its tests (Debian's system python3).
   python3-torch python3-torchvision
   # Fuzzing (libFuzzer) and sanitizer builds.

@@ -229,7 +229,12 @@ TEST(ServerHealthTest, ServingUntilSigtermThenExitsZero) {
   const CommandResult cli =
       RunCommand({SLACKSWAP_BIN, "health", "--server", server.target()});
   EXPECT_EQ(cli.exit_status, 0) << cli.output;
+  EXPECT_THAT(cli.output, HasSubstr("is SERVING"));
 
+  // Close our connection first: with an idle client connection open, gRPC's
+  // shutdown takes ~5 s longer (its graceful GOAWAY), which this test does
+  // not need to spend.
+  health.reset();
   ASSERT_TRUE(server.SendSignal(SIGTERM));
   EXPECT_EQ(server.Wait(), 0);
   const std::string log = server.LogText();
@@ -241,8 +246,7 @@ TEST(ServerHealthTest, ServingUntilSigtermThenExitsZero) {
   const CommandResult gone = RunCommand(
       {SLACKSWAP_BIN, "health", "--server", server.target(), "--timeout", "5"});
   EXPECT_EQ(gone.exit_status, 1) << gone.output;
-  EXPECT_THAT(gone.output,
-              AnyOf(HasSubstr("UNAVAILABLE"), HasSubstr("DEADLINE_EXCEEDED")));
+  EXPECT_THAT(gone.output, HasSubstr("UNAVAILABLE"));
 }
 
 // --- plan -------------------------------------------------------------------
@@ -411,7 +415,7 @@ TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
 
   v1::SweepRequest req;
   req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  req.mutable_step()->mutable_workload()->set_layers(400);
+  req.mutable_step()->mutable_workload()->set_layers(100);
   req.mutable_step()->set_hardware_name(kHardware);
   req.set_from(0.3);
   req.set_to(0.6);
@@ -469,6 +473,9 @@ TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
   EXPECT_LT(arrived.front(), done->read_at)
       << "first point " << MillisBetween(arrived.front(), done->read_at)
       << " ms before the server finished";
+  std::cerr << "[ info ] first point "
+            << MillisBetween(arrived.front(), done->read_at)
+            << " ms before the server finished the sweep\n";
 
   // Same messages as the local core, in the same order.
   const PlanningCore local(CoreLimits{});
@@ -622,8 +629,10 @@ TEST(ServerErrorsTest, MessageOverMaxMessageSizeIsRefusedByGrpc) {
   auto big_stub = v1::Planner::NewStub(Connect(big));
   auto small_stub = v1::Planner::NewStub(Connect(small));
 
+  // GPT-2 XL's 48 layers take ~160 kB; ten times as deep is over 1 MiB.
   v1::GetWorkloadRequest get;
   get.mutable_workload()->set_name("gpt2-xl");
+  get.mutable_workload()->set_layers(480);
   v1::GetWorkloadResponse graph;
   {
     grpc::ClientContext ctx;
@@ -675,9 +684,15 @@ TEST(ServerErrorsTest, MessageOverMaxMessageSizeIsRefusedByGrpc) {
 // --- deadlines and cancellation
 // -----------------------------------------------
 
-// Far more work than any bound below: GPT-2 XL at the 10,000-layer limit,
-// every policy (several seconds of planning on this machine).
-v1::PlanRequest HugePlan() { return Gpt2Plan(10'000, 0.5, {}); }
+// Far more work than any bound below, from a small graph (built in
+// milliseconds): GPT-2 XL at 150 layers under a 1-byte budget. Every policy
+// fails, and the core then searches each one's lowest reachable budget for
+// its FAILED_PRECONDITION message: tens of seconds of CPU on this machine.
+v1::PlanRequest HugePlan() {
+  v1::PlanRequest req = Gpt2Plan(150, 0.5, {});
+  req.set_budget_bytes(1);
+  return req;
+}
 
 TEST(ServerDeadlineTest, ExpiredDeadlineStopsTheWork) {
   SlackswapdProcess server({"--threads=1"});
@@ -707,6 +722,10 @@ TEST(ServerDeadlineTest, ExpiredDeadlineStopsTheWork) {
   double ms = 0;
   ASSERT_TRUE(absl::SimpleAtod(JsonField(line->text, "ms").value_or(""), &ms));
   EXPECT_LT(ms, 2000);
+  std::cerr << "[ info ] server logged "
+            << JsonField(line->text, "code").value_or("") << " after " << ms
+            << " ms, " << MillisBetween(returned, line->read_at)
+            << " ms after the client's DEADLINE_EXCEEDED\n";
   std::optional<double> inflight = AwaitMetric(
       server, "slackswap_inflight_requests", {},
       [](double v) { return v == 0; }, seconds(2));
@@ -722,14 +741,15 @@ TEST(ServerCancelTest, CancelledSweepStopsWithinMilliseconds) {
   ASSERT_TRUE(server.started()) << server.error();
   auto stub = v1::Planner::NewStub(Connect(server));
 
-  // 19 budgets x 5 policies of a 2,000-layer GPT-2 XL: seconds of work.
+  // 91 budgets x 5 policies of a 300-layer GPT-2 XL: seconds of work.
   v1::SweepRequest req;
   req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  req.mutable_step()->mutable_workload()->set_layers(2000);
+  req.mutable_step()->mutable_workload()->set_layers(300);
   req.mutable_step()->set_hardware_name(kHardware);
   req.set_from(0.1);
   req.set_to(1.0);
-  req.set_step_fraction(0.05);
+  req.set_step_fraction(0.01);
+  constexpr int kPoints = 91 * 5;
 
   grpc::ClientContext ctx;
   SetDeadline(ctx);
@@ -740,10 +760,10 @@ TEST(ServerCancelTest, CancelledSweepStopsWithinMilliseconds) {
   const SteadyClock::time_point cancelled = SteadyClock::now();
   ctx.TryCancel();
   int more = 0;
-  while (reader->Read(&msg) && more < 1000) ++more;
+  while (reader->Read(&msg) && more < kPoints) ++more;
   const grpc::Status s = reader->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
-  EXPECT_LT(more, 94);
+  EXPECT_LT(more, kPoints - 1);
 
   std::optional<LogLine> line =
       server.WaitForLine(IsRequestLine("Sweep"), seconds(5));
@@ -767,7 +787,7 @@ TEST(ServerCancelTest, CancelledPlanStopsWithinMilliseconds) {
   SetDeadline(ctx);
   v1::PlanResponse resp;
   grpc::Status status;
-  const v1::PlanRequest req = Gpt2Plan(3000, 0.5, {});
+  const v1::PlanRequest req = HugePlan();
   std::thread call([&] { status = stub->Plan(&ctx, req, &resp); });
   // Cancel once the worker is planning: the graph is built (the core
   // reports its size) and the call is still in flight.
@@ -862,8 +882,16 @@ TEST(ServerShutdownTest, SigtermDrainsEveryAcceptedCall) {
   ASSERT_TRUE(server.WaitForLine(IsEvent("draining"), seconds(5)).has_value())
       << server.LogText();
 
-  // Draining: health is no longer SERVING (or nobody answers), and new calls
-  // are refused.
+  // The server shut its listener and sent GOAWAY on the connection that
+  // carries the draining calls: the client's channel leaves READY. (Health
+  // flips to NOT_SERVING just before that; the "draining" line comes first.)
+  const auto state_deadline = std::chrono::system_clock::now() + seconds(5);
+  while (channel->GetState(false) == GRPC_CHANNEL_READY &&
+         channel->WaitForStateChange(GRPC_CHANNEL_READY, state_deadline)) {
+  }
+  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
+
+  // Health is no longer SERVING, or nobody answers.
   {
     auto health = Health::NewStub(Connect(server));
     grpc::ClientContext ctx;
@@ -879,14 +907,19 @@ TEST(ServerShutdownTest, SigtermDrainsEveryAcceptedCall) {
           << s.error_message();
     }
   }
-  {
+  // New calls are refused, on a new connection and on the draining one.
+  std::unique_ptr<v1::Planner::Stub> fresh =
+      v1::Planner::NewStub(Connect(server));
+  for (const auto& [name, on] :
+       {std::pair{"new", fresh.get()}, std::pair{"draining", stub.get()}}) {
     grpc::ClientContext ctx;
     SetDeadline(ctx, seconds(5));
     v1::PlanResponse resp;
     const grpc::Status s =
-        stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
+        on->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE)
-        << s.error_code() << ": " << s.error_message();
+        << name << " connection: " << s.error_code() << ": "
+        << s.error_message();
   }
 
   calls.join();

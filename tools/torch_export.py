@@ -56,6 +56,13 @@ What is recorded, and how it maps onto the graph:
   reads it. The seed gradient of the loss (ones) is a static INPUT tensor
   (grad_seed). Parameter gradients are produced and never read (their
   accumulation into .grad is outside the activation memory).
+* Dropout (--dropout native, the default): torch.nn.functional.dropout runs
+  as torch.native_dropout, one op keeping a bool mask, as at::dropout does
+  on CUDA; --dropout eager keeps torch 1.13's CPU composite (bernoulli_ into
+  a float mask, then mul). See native_dropout below.
+* Under a Python dispatch mode torch 1.13's composites take their
+  tensor-subclass branches (linear adds its bias out of place, not with
+  add_): a transient tensor more here and there, the same saved tensors.
 * Loss: --loss sum (default: out.sum() over every floating output) or
   cross_entropy (against seeded random class labels, an INPUT), traced as
   forward ops under the module path `loss`.
@@ -72,14 +79,17 @@ What is recorded, and how it maps onto the graph:
   first use; other ops -1.
 * Measured durations (--trace-durations FILE): a Chrome trace written by
   torch.profiler (export_chrome_trace) of the same step. A forward op takes
-  the duration of the k-th occurrence of its aten op (aten::NAME, not nested
-  in another aten::NAME) before the first backward event, where it is the
-  k-th forward op of that name; a folded op sums its parts. A backward op
-  takes the k-th `autograd::engine::evaluate_function: NODE` event of its
-  node type. In a GPU trace (events of category "kernel") an op's duration
-  is the sum of the kernels launched inside its CPU event (matched by
-  correlation id), else the CPU event's duration. Ops left unmatched keep
-  the cost model; stderr says how many matched.
+  the duration of the k-th event aten::NAME before the first backward
+  event, where it is the k-th forward op of that aten name; events nested
+  in an event of a recorded name (an op's own allocations and copies) do
+  not count, and NAME_ matches NAME (a composite may pick either). A folded
+  op sums its parts. A backward op takes the k-th
+  `autograd::engine::evaluate_function: NODE` event, where it is the k-th
+  node of that type the engine ran. In a GPU trace (events of category
+  "kernel") an op's duration is the sum of the kernels launched inside its
+  CPU event (by correlation id), else the CPU event's duration. Ops left
+  unmatched (grad_accumulate always) keep the cost model; stderr and the
+  graph's description say how many matched.
 
 The step is deterministic: torch.manual_seed(0) before the model, the input
 and the run; ids are assigned in order of first appearance.
@@ -158,14 +168,16 @@ class Exporter:
         self.last_writer = {}        # tensor id -> op index that last wrote it
         self.module_stack = []
         self.module_names = {}
-        self.block_of_module = {}    # module path -> block path or None
+        self.block_of_module = {}    # paths of repeated blocks
         self.block_index = {}        # block path -> layer index
         self.const_count = 0
         self.packed_storages = collections.OrderedDict()  # key -> tensor
         self.pending_unpacks = []
         self.node_path = {}          # autograd node -> module path
-        self.node_hooks = []
+        self.node_claim = {}         # autograd node -> claim number
+        self.claimed = []            # nodes in claim order (kept alive)
         self.name_counts = collections.Counter()
+        self.node_counts = collections.Counter()  # fired nodes per type
         self.bwd_ops = []
         self.contributions = collections.defaultdict(list)
         self.warnings = []
@@ -254,23 +266,35 @@ class Exporter:
         for t in _flatten_tensors(inputs, self.torch):
             if t.grad_fn is not None:
                 frontier.add(t.grad_fn)
-        self.module_stack.append((name, frontier))
+        self.module_stack.append((name, frontier, len(self.claimed)))
 
     def _post_hook(self, name, outputs):
-        _, frontier = self.module_stack.pop()
+        _, frontier, since = self.module_stack.pop()
         roots = [t.grad_fn for t in _flatten_tensors(outputs, self.torch)
                  if t.grad_fn is not None]
-        self.claim_nodes(roots, name, frontier)
+        self.claim_nodes(roots, name, frontier, since)
 
-    def claim_nodes(self, roots, path, frontier=()):
+    def claim_nodes(self, roots, path, frontier=(), since=0):
+        """Gives `path` to the autograd nodes made since claim number
+        `since` that its submodules did not claim: walks back from `roots`
+        through nodes claimed since then (by submodules), stopping at the
+        module's inputs (`frontier`) and at nodes claimed before."""
         stack = list(roots)
+        visited = set()
         while stack:
             n = stack.pop()
-            if n is None or n in self.node_path or n in frontier:
+            if n is None or n in visited or n in frontier:
                 continue
+            visited.add(n)
             if type(n).__name__ == "AccumulateGrad":
                 continue
-            self.node_path[n] = path
+            claim = self.node_claim.get(n)
+            if claim is not None and claim < since:
+                continue  # made before this module ran
+            if claim is None:
+                self.node_claim[n] = len(self.claimed)
+                self.claimed.append(n)
+                self.node_path[n] = path
             for nxt, _ in n.next_functions:
                 stack.append(nxt)
 
@@ -434,14 +458,19 @@ class Exporter:
             order.append(n)
             for nxt, _ in n.next_functions:
                 stack.append(nxt)
+        # Hold every node's Python object: a hook that refers to its node
+        # forms a cycle through the node's hook dict that the garbage
+        # collector would otherwise clear, silently dropping the hook.
+        self.hooked_nodes = order
         for n in order:
             n.register_hook(lambda gi, go, n=n: self.on_backward_node(n, gi, go))
 
     def on_backward_node(self, node, grad_inputs, grad_outputs):
-        torch = self.torch
         unpacked = self.pending_unpacks
         self.pending_unpacks = []
         nodename = type(node).__name__
+        ordinal = self.node_counts[nodename]
+        self.node_counts[nodename] += 1
         for t in grad_inputs:
             if t is not None:
                 self.keep.append(t)
@@ -524,7 +553,7 @@ class Exporter:
         self.bwd_ops.append({
             "name": opname, "phase": "PHASE_BACKWARD", "inputs": all_inputs,
             "outputs": outputs, "layer": layer, "cost": cost,
-            "node": nodename})
+            "node": nodename, "ordinal": ordinal})
 
     def _accumulate_op(self, opname, nr, layer, inputs, output, g):
         n = g.numel()
@@ -538,7 +567,6 @@ class Exporter:
                 "cost": cost, "node": "grad_accumulate"}
 
     def backward_cost(self, node, nodename, gi, go, unpacked, outputs):
-        torch = self.torch
         base = _node_base(nodename)
         cost = {"kind": "OP_KIND_MEMORY_BOUND", "flops": 0.0,
                 "bytes_accessed": 0, "kernels": 1}
@@ -785,67 +813,79 @@ class native_dropout:
 
 # --- trace durations ------------------------------------------------------
 
+def _canon(aten_name):
+    """add_ and add match each other: a composite may pick either."""
+    return aten_name[:-1] if aten_name.endswith("_") else aten_name
+
+
 def apply_trace_durations(graph_ops, num_forward, path):
     """Sets cost.duration_ns of graph_ops (exporter op dicts) from a Chrome
-    trace; returns (matched, total)."""
+    trace written by torch.profiler; returns (matched, total)."""
     with open(path) as f:
         data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    xs = [e for e in events if e.get("ph") == "X" and "dur" in e and
-          "ts" in e]
-    kernels = [e for e in xs if e.get("cat") in ("kernel", "Kernel",
-                                                  "gpu_memcpy", "gpu_memset")]
-    cpu = [e for e in xs if e.get("cat") in ("cpu_op", "Operator",
-                                              "user_annotation", None) or
-           str(e.get("name", "")).startswith(("aten::", "autograd::"))]
-    runtime = [e for e in xs if e.get("cat") in ("cuda_runtime", "Runtime")]
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    xs = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and
+          "dur" in e and "ts" in e and "name" in e]
+    kernel_cats = ("kernel", "gpu_memcpy", "gpu_memset")
+    kernels = [e for e in xs if str(e.get("cat", "")).lower() in kernel_cats]
+    runtime = [e for e in xs if str(e.get("cat", "")).lower() in
+               ("cuda_runtime", "runtime", "cuda_driver")]
     kernel_by_corr = collections.defaultdict(float)
     for e in kernels:
         corr = (e.get("args") or {}).get("correlation")
         if corr is not None:
             kernel_by_corr[corr] += float(e["dur"])
+    launches = collections.defaultdict(list)  # (pid, tid) -> [(ts, corr)]
+    for r in runtime:
+        corr = (r.get("args") or {}).get("correlation")
+        if corr is not None:
+            launches[(r.get("pid"), r.get("tid"))].append(
+                (float(r["ts"]), corr))
+    for v in launches.values():
+        v.sort(key=lambda x: x[0])
+    cpu = [e for e in xs if str(e.get("cat", "")).lower() not in
+           kernel_cats + ("cuda_runtime", "runtime", "cuda_driver")]
+    cpu.sort(key=lambda e: (str(e.get("pid")), str(e.get("tid")),
+                            float(e["ts"]), -float(e["dur"])))
 
-    def gpu_time(ev):
-        """Sum of the kernels launched inside a CPU event, or None."""
-        if not kernels:
-            return None
-        t0, t1 = float(ev["ts"]), float(ev["ts"]) + float(ev["dur"])
-        total = 0.0
-        for r in runtime:
-            if r.get("tid") != ev.get("tid") or r.get("pid") != ev.get("pid"):
-                continue
-            if t0 <= float(r["ts"]) <= t1:
-                corr = (r.get("args") or {}).get("correlation")
-                total += kernel_by_corr.get(corr, 0.0)
-        return total
+    def duration_ns(ev):
+        """Kernel time launched inside ev (GPU trace), else ev's CPU time."""
+        us = float(ev["dur"])
+        if kernels:
+            t0, t1 = float(ev["ts"]), float(ev["ts"]) + float(ev["dur"])
+            us = sum(kernel_by_corr.get(c, 0.0) for ts, c in
+                     launches.get((ev.get("pid"), ev.get("tid")), [])
+                     if t0 <= ts <= t1)
+        return int(round(us * 1000.0))
 
-    cpu.sort(key=lambda e: (float(e["ts"]), -float(e["dur"])))
     bwd_prefix = "autograd::engine::evaluate_function: "
     bwd_events = [e for e in cpu if str(e["name"]).startswith(bwd_prefix)]
+    bwd_events.sort(key=lambda e: float(e["ts"]))
     bwd_start = min([float(e["ts"]) for e in bwd_events] + [math.inf])
-    # Outermost occurrences of each aten name in forward, per thread.
+    recorded = set()
+    for op in graph_ops[:num_forward]:
+        recorded.update(_canon(n) for n in op["aten"])
+    # Forward: aten events of a recorded name that are not nested inside an
+    # event of a recorded name (its own kernels' allocations, copies...).
     by_name = collections.defaultdict(list)
-    open_until = collections.defaultdict(list)  # (tid, name) -> end times
+    stacks = collections.defaultdict(list)  # thread -> [(end, recorded?)]
     for e in cpu:
         name = str(e["name"])
-        if not name.startswith("aten::") or float(e["ts"]) >= bwd_start:
-            continue
-        key = (e.get("pid"), e.get("tid"), name)
-        ends = open_until[key]
         ts = float(e["ts"])
-        while ends and ends[-1] <= ts:
-            ends.pop()
-        if not ends:
-            by_name[name[len("aten::"):]].append(e)
-        ends.append(ts + float(e["dur"]))
+        if not name.startswith("aten::") or ts >= bwd_start:
+            continue
+        stack = stacks[(e.get("pid"), e.get("tid"))]
+        while stack and stack[-1][0] <= ts:
+            stack.pop()
+        c = _canon(name[len("aten::"):])
+        inside = any(r for _, r in stack)
+        if not inside and c in recorded:
+            by_name[c].append(e)
+        stack.append((ts + float(e["dur"]), c in recorded))
     bwd_by_node = collections.defaultdict(list)
     for e in bwd_events:
-        bwd_by_node[str(e["name"])[len(bwd_prefix):]].append(e)
-
-    def duration(ev):
-        g = gpu_time(ev)
-        us = g if g is not None else float(ev["dur"])
-        return int(round(us * 1000.0))
+        node = str(e["name"])[len(bwd_prefix):].split("::")[-1]
+        bwd_by_node[node].append(e)
 
     matched = 0
     total = 0
@@ -855,21 +895,21 @@ def apply_trace_durations(graph_ops, num_forward, path):
             total += 1
             parts = []
             for name in op["aten"]:
-                k = used[name]
-                used[name] += 1
-                lst = by_name.get(name, [])
+                c = _canon(name)
+                k = used[c]
+                used[c] += 1
+                lst = by_name.get(c, [])
                 parts.append(lst[k] if k < len(lst) else None)
             if all(p is not None for p in parts):
-                op["cost"]["duration_ns"] = sum(duration(p) for p in parts)
+                op["cost"]["duration_ns"] = sum(duration_ns(p) for p in parts)
                 matched += 1
-        elif op.get("node") not in (None, "grad_accumulate"):
+        else:
             total += 1
-            node = op["node"]
-            k = used["bwd:" + node]
-            used["bwd:" + node] += 1
-            lst = bwd_by_node.get(node, [])
-            if k < len(lst):
-                op["cost"]["duration_ns"] = duration(lst[k])
+            if op.get("ordinal") is None:
+                continue  # grad_accumulate: the engine's own sum
+            lst = bwd_by_node.get(op["node"], [])
+            if op["ordinal"] < len(lst):
+                op["cost"]["duration_ns"] = duration_ns(lst[op["ordinal"]])
                 matched += 1
     return matched, total
 
@@ -878,12 +918,13 @@ def apply_trace_durations(graph_ops, num_forward, path):
 
 def build_model(expr, torch, torchvision):
     env = {"torch": torch, "torchvision": torchvision, "nn": torch.nn}
-    obj = eval(expr, env)  # noqa: S307 - a user-supplied model expression
-    if not isinstance(obj, torch.nn.Module):
-        if not callable(obj):
-            raise SystemExit("torch_export: --model %r is neither a module nor "
-                             "a callable" % expr)
-        obj = obj()
+    try:
+        obj = eval(expr, env)  # noqa: S307 - the user's model expression
+        if not isinstance(obj, torch.nn.Module) and callable(obj):
+            obj = obj()
+    except Exception as e:  # report the user's mistake in one line
+        raise SystemExit("torch_export: --model %r: %s: %s" % (
+            expr, type(e).__name__, e))
     if not isinstance(obj, torch.nn.Module):
         raise SystemExit("torch_export: --model %r did not give an nn.Module"
                          % expr)
@@ -955,16 +996,19 @@ def main(argv=None):
     else:
         example = torch.randint(0, args.input_high, tuple(args.input_shape))
     labels = None
-    if args.loss == "cross_entropy":
-        with torch.no_grad():
+    exp = Exporter(torch, model, args.dtype_bytes)
+    try:
+        if args.loss == "cross_entropy":
             classes = args.num_classes
             if classes <= 0:
-                classes = model(example).shape[-1]
-        labels = torch.randint(0, classes, (args.input_shape[0],))
-    torch.manual_seed(0)
-    exp = Exporter(torch, model, args.dtype_bytes)
-    with native_dropout(torch, args.dropout == "native"):
-        exp.run(example, args.loss, labels)
+                with torch.no_grad():
+                    classes = model(example).shape[-1]
+            labels = torch.randint(0, classes, (args.input_shape[0],))
+        torch.manual_seed(0)
+        with native_dropout(torch, args.dropout == "native"):
+            exp.run(example, args.loss, labels)
+    except RuntimeError as e:  # the model's own error, e.g. a shape mismatch
+        raise SystemExit("torch_export: the step failed: %s" % e)
 
     graph_bytes, hook_bytes, saved = exp.saved_summary()
     name = args.name or re.sub(r"[^A-Za-z0-9_.-]+", "_",

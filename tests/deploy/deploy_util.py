@@ -259,6 +259,7 @@ def promql_metric_names(expr):
     e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*"
                r"\([^)]*\)", " ", e)
     e = re.sub(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", " ", e)
+    e = re.sub(r"\b(\d+(ms|s|m|h|d|w|y))+\b", " ", e)  # offset durations
     e = re.sub(r"\b\d+(\.\d+)?([eE][+-]?\d+)?\b", " ", e)
     names = set()
     for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", e):
