@@ -375,6 +375,11 @@ absl::StatusOr<v1::GetWorkloadResponse> PlanningCore::GetWorkload(
       ResolveOverrides(req.workload(), "workload", limits_));
   absl::StatusOr<Graph> g = BuildWorkload(req.workload().name(), o);
   if (!g.ok()) return InField("workload", g.status());
+  if (static_cast<int64_t>(g->ops.size()) > limits_.max_graph_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("workload: ", g->ops.size(), " ops exceed the limit of ",
+                     limits_.max_graph_ops));
+  }
   v1::GetWorkloadResponse resp;
   *resp.mutable_graph() = GraphToProto(*g);
   return resp;

@@ -51,12 +51,18 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& s,
-                          const grpc::CallbackServerContext* ctx) {
+                          const grpc::CallbackServerContext* ctx,
+                          Clock::time_point limit) {
   if (s.ok()) return grpc::Status::OK;
   if (s.code() == absl::StatusCode::kCancelled && ctx != nullptr &&
       ctx->deadline() <= std::chrono::system_clock::now()) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         "deadline exceeded while planning");
+  }
+  if (s.code() == absl::StatusCode::kCancelled && Clock::now() >= limit) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the call reached the server's time limit for one "
+                        "request (--max_request_s) while planning");
   }
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
                       std::string(s.message()));
@@ -73,6 +79,13 @@ PlannerService::PlannerService(const ServiceOptions& options,
       pool_(options.threads, options.max_queue) {}
 
 PlannerService::~PlannerService() { Shutdown(); }
+
+Clock::time_point PlannerService::TimeLimit() const {
+  if (options_.max_request_s <= 0) return Clock::time_point::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(
+             std::chrono::duration<double>(options_.max_request_s));
+}
 
 void PlannerService::Shutdown() { pool_.Shutdown(); }
 
@@ -120,15 +133,19 @@ grpc::ServerUnaryReactor* PlannerService::RunUnary(
     finish(std::move(auth), "");
     return reactor;
   }
-  const bool queued = pool_.TrySubmit([ctx, work = std::move(work), finish] {
-    std::string detail;
-    // A call that waited past its deadline or was cancelled in the queue
-    // costs no planning.
-    const StopFn stop = [ctx] { return ctx->IsCancelled(); };
-    absl::Status s = stop() ? absl::CancelledError("cancelled while queued")
-                            : work(stop, &detail);
-    finish(ToGrpcStatus(s, ctx), detail);
-  });
+  const Clock::time_point limit = TimeLimit();
+  const bool queued =
+      pool_.TrySubmit([ctx, limit, work = std::move(work), finish] {
+        std::string detail;
+        // A call that waited past its deadline or was cancelled in the queue
+        // costs no planning.
+        const StopFn stop = [ctx, limit] {
+          return ctx->IsCancelled() || Clock::now() >= limit;
+        };
+        absl::Status s = stop() ? absl::CancelledError("cancelled while queued")
+                                : work(stop, &detail);
+        finish(ToGrpcStatus(s, ctx, limit), detail);
+      });
   metrics_->SetQueueDepth(pool_.queue_depth());
   if (!queued) {
     metrics_->Rejected(method);
@@ -232,7 +249,11 @@ class PlannerService::SweepReactor
  public:
   SweepReactor(PlannerService* service, grpc::CallbackServerContext* ctx,
                const v1::SweepRequest* req)
-      : service_(service), ctx_(ctx), req_(req), start_(Clock::now()) {
+      : service_(service),
+        ctx_(ctx),
+        req_(req),
+        start_(Clock::now()),
+        limit_(service->TimeLimit()) {
     service_->metrics_->RequestStarted("Sweep");
     if (grpc::Status auth = service_->Authorize(ctx); !auth.ok()) {
       Done(std::move(auth));
@@ -265,7 +286,7 @@ class PlannerService::SweepReactor
  private:
   void Work() {
     const StopFn stop = [this] {
-      return cancelled_.load() || ctx_->IsCancelled();
+      return cancelled_.load() || ctx_->IsCancelled() || Clock::now() >= limit_;
     };
     absl::Status s = service_->core_.Sweep(
         *req_, stop, [this](const v1::SweepResponse& msg) {
@@ -277,7 +298,7 @@ class PlannerService::SweepReactor
           Pump();
           return true;
         });
-    Done(ToGrpcStatus(s, ctx_));
+    Done(ToGrpcStatus(s, ctx_, limit_));
   }
 
   // Records the outcome and lets Pump finish once the queue is written.
@@ -323,6 +344,7 @@ class PlannerService::SweepReactor
   grpc::CallbackServerContext* const ctx_;
   const v1::SweepRequest* const req_;
   const Clock::time_point start_;
+  const Clock::time_point limit_;
 
   std::atomic<bool> cancelled_{false};
   Mutex mu_;

@@ -14,6 +14,7 @@
 #ifndef SLACKSWAP_SERVER_PLANNER_SERVICE_H_
 #define SLACKSWAP_SERVER_PLANNER_SERVICE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,6 +37,8 @@ struct ServiceOptions {
   int64_t cache_bytes = 64 << 20;
   // When set, every call must carry `authorization: Bearer <token>`.
   std::string auth_token;
+  // Longest a call may plan, whatever its deadline; 0: no limit.
+  double max_request_s = 120;
   CoreLimits limits;
 };
 
@@ -76,6 +79,8 @@ class PlannerService final : public v1::Planner::CallbackService {
   void Record(const char* method, grpc::CallbackServerContext* ctx,
               const grpc::Status& status, double seconds,
               const std::string& detail);
+  // When the server's own time limit for a call that starts now ends.
+  std::chrono::steady_clock::time_point TimeLimit() const;
   // UNAUTHENTICATED unless the call carries the token (when one is set).
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
   // Runs `work` on the pool and finishes the call with its status.
@@ -95,9 +100,12 @@ class PlannerService final : public v1::Planner::CallbackService {
 };
 
 // absl and gRPC share status codes; DEADLINE_EXCEEDED replaces CANCELLED
-// when the call's deadline has passed.
+// when the call's deadline, or the server's time limit (`limit`, if past),
+// has passed.
 grpc::Status ToGrpcStatus(const absl::Status& s,
-                          const grpc::CallbackServerContext* ctx);
+                          const grpc::CallbackServerContext* ctx,
+                          std::chrono::steady_clock::time_point limit =
+                              std::chrono::steady_clock::time_point::max());
 
 }  // namespace slackswap
 

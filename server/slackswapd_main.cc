@@ -45,6 +45,9 @@ ABSL_FLAG(int64_t, cache_mb, 64, "Plan cache size in MiB; 0 disables it.");
 ABSL_FLAG(int32_t, max_message_mb, 64, "Largest request or response, MiB.");
 ABSL_FLAG(int64_t, max_graph_ops, 1'000'000, "Largest graph, in ops.");
 ABSL_FLAG(int64_t, max_graph_tensors, 2'000'000, "Largest graph, in tensors.");
+ABSL_FLAG(double, max_request_s, 120,
+          "Longest a call may plan, whatever its deadline (0: no limit); "
+          "beyond, DEADLINE_EXCEEDED.");
 ABSL_FLAG(double, grace_s, 25,
           "On SIGTERM, how long in-flight calls may take to finish.");
 ABSL_FLAG(int32_t, keepalive_time_s, 30, "HTTP/2 keepalive ping interval.");
@@ -128,11 +131,12 @@ int Run() {
   options.cache_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.limits.max_graph_ops = absl::GetFlag(FLAGS_max_graph_ops);
   options.limits.max_graph_tensors = absl::GetFlag(FLAGS_max_graph_tensors);
+  options.max_request_s = absl::GetFlag(FLAGS_max_request_s);
   if (options.max_queue < 1 || options.cache_bytes < 0 ||
-      absl::GetFlag(FLAGS_max_message_mb) < 1) {
+      absl::GetFlag(FLAGS_max_message_mb) < 1 || options.max_request_s < 0) {
     return Fail(log, absl::InvalidArgumentError(
                          "--max_queue and --max_message_mb must be >= 1, "
-                         "--cache_mb >= 0"));
+                         "--cache_mb and --max_request_s >= 0"));
   }
   const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (!token_file.empty()) {
@@ -203,10 +207,10 @@ int Run() {
 
   int signal = 0;
   sigwait(&signals, &signal);
-  log.Event("info", "draining",
-            {{"signal", signal == SIGTERM ? "SIGTERM" : "SIGINT"}});
   health->SetServingStatus(false);
   health->SetServingStatus("slackswap.v1.Planner", false);
+  log.Event("info", "draining",
+            {{"signal", signal == SIGTERM ? "SIGTERM" : "SIGINT"}});
   const auto grace = std::chrono::milliseconds(
       static_cast<int64_t>(absl::GetFlag(FLAGS_grace_s) * 1000));
   server->Shutdown(std::chrono::system_clock::now() + grace);

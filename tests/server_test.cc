@@ -7,30 +7,28 @@
 // wait is bounded.
 #include <signal.h>
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "core/planning_core.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/descriptor_database.h"
-#include "google/protobuf/dynamic_message.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/message.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -105,12 +103,15 @@ v1::PlanRequest Gpt2Plan(std::optional<int64_t> layers, double fraction,
   return req;
 }
 
+// Equal messages give equal bytes (map order included).
 std::string Deterministic(const google::protobuf::Message& m) {
   std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  m.SerializeToCodedStream(&coded);
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&coded);
+  }  // flushed into `out`
   return out;
 }
 
@@ -170,8 +171,8 @@ double MillisBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Runs `calls` Plan calls at once on the callback API and waits (bounded)
-// for all of them; returns each call's status.
+// Starts one Plan call per request at once, on the callback API, and waits
+// for all of them (bounded by their deadlines); returns each call's status.
 std::vector<grpc::Status> ConcurrentPlans(
     v1::Planner::Stub& stub, const std::vector<v1::PlanRequest>& reqs,
     std::vector<v1::PlanResponse>* responses = nullptr) {
@@ -205,7 +206,7 @@ TEST(ServerHealthTest, ServingUntilSigtermThenExitsZero) {
   SlackswapdProcess server({"--threads=1"});
   ASSERT_TRUE(server.started()) << server.error();
   std::unique_ptr<Health::Stub> health = Health::NewStub(Connect(server));
-  for (const std::string service : {"", kPlanner}) {
+  for (const char* service : {"", kPlanner}) {
     grpc::ClientContext ctx;
     SetDeadline(ctx);
     HealthCheckRequest req;
@@ -247,6 +248,15 @@ TEST(ServerHealthTest, ServingUntilSigtermThenExitsZero) {
       {SLACKSWAP_BIN, "health", "--server", server.target(), "--timeout", "5"});
   EXPECT_EQ(gone.exit_status, 1) << gone.output;
   EXPECT_THAT(gone.output, HasSubstr("UNAVAILABLE"));
+}
+
+TEST(ServerHealthTest, BadFlagsFailAtStartupWithExitOne) {
+  SlackswapdProcess server({"--max_queue=0"});
+  EXPECT_FALSE(server.started());
+  EXPECT_THAT(server.error(), HasSubstr("no \"serving\" line"));
+  EXPECT_THAT(server.LogText(), HasSubstr("\"msg\":\"startup failed\""));
+  EXPECT_THAT(server.LogText(), HasSubstr("--max_queue"));
+  EXPECT_EQ(server.Wait(), 1);
 }
 
 // --- plan -------------------------------------------------------------------
@@ -387,6 +397,10 @@ TEST(ServerCatalogTest, ListsProfilesAndWorkloadsAndGetsAGraph) {
     EXPECT_GT(w.saved_activation_bytes(), 0) << w.name();
   }
   EXPECT_THAT(names, UnorderedElementsAre("bert-large", "gpt2-xl", "llama-7b"));
+  absl::StatusOr<v1::ListWorkloadsResponse> my_workloads =
+      local.ListWorkloads();
+  ASSERT_TRUE(my_workloads.ok()) << my_workloads.status();
+  EXPECT_EQ(Deterministic(workloads), Deterministic(*my_workloads));
 
   v1::GetWorkloadRequest get;
   get.mutable_workload()->set_name("gpt2-xl");
@@ -597,20 +611,25 @@ TEST(ServerErrorsTest, GraphOverMaxGraphOpsIsResourceExhausted) {
     EXPECT_THAT(s.error_message(), HasSubstr("step.workload"));
     EXPECT_THAT(s.error_message(), HasSubstr("limit of 100"));
   }
-  // The same through an inline graph (from GetWorkload, 4 layers).
+  // GetWorkload is held to the same limit.
   v1::GetWorkloadRequest get;
   get.mutable_workload()->set_name("gpt2-xl");
   get.mutable_workload()->set_layers(4);
-  v1::GetWorkloadResponse graph;
   {
     grpc::ClientContext ctx;
     SetDeadline(ctx);
-    const grpc::Status s = stub->GetWorkload(&ctx, get, &graph);
-    ASSERT_TRUE(s.ok()) << s.error_message();
+    v1::GetWorkloadResponse refused;
+    const grpc::Status s = stub->GetWorkload(&ctx, get, &refused);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("limit of 100"));
   }
-  ASSERT_GT(graph.graph().ops_size(), 100);
+  // The same through an inline graph (4 layers, built locally).
+  absl::StatusOr<v1::GetWorkloadResponse> graph =
+      PlanningCore(CoreLimits{}).GetWorkload(get);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  ASSERT_GT(graph->graph().ops_size(), 100);
   v1::PlanRequest inline_req = Gpt2Plan(std::nullopt, 0.5, {"slackswap"});
-  *inline_req.mutable_step()->mutable_graph_inline() = graph.graph();
+  *inline_req.mutable_step()->mutable_graph_inline() = graph->graph();
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::PlanResponse resp;
@@ -692,6 +711,20 @@ v1::PlanRequest HugePlan() {
   v1::PlanRequest req = Gpt2Plan(150, 0.5, {});
   req.set_budget_bytes(1);
   return req;
+}
+
+TEST(ServerDeadlineTest, TheServersTimeLimitStopsCallsWithNoDeadline) {
+  SlackswapdProcess server({"--threads=1", "--max_request_s=0.2"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  grpc::ClientContext ctx;  // no deadline of its own
+  v1::PlanResponse resp;
+  const SteadyClock::time_point start = SteadyClock::now();
+  const grpc::Status s = stub->Plan(&ctx, HugePlan(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("--max_request_s"));
+  EXPECT_LT(SteadyClock::now() - start, seconds(5));
 }
 
 TEST(ServerDeadlineTest, ExpiredDeadlineStopsTheWork) {
