@@ -1,0 +1,156 @@
+// Hostile traffic at the transport level against a real slackswapd: bytes
+// that are not a request (truncated, deeply nested), and thousands of streams
+// opened and abandoned. The server answers each with an error, stays
+// healthy, does not grow without bound, and keeps serving.
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "slackswap/v1/planner_service.grpc.pb.h"
+#include "tests/slackswapd_process.h"
+
+namespace slackswap {
+namespace {
+
+using ::slackswap::testing::HttpGet;
+using ::slackswap::testing::MetricValue;
+using ::slackswap::testing::SlackswapdProcess;
+
+constexpr auto kDeadline = std::chrono::seconds(20);
+
+// Sends raw bytes as a Plan request and returns the status.
+grpc::Status SendRaw(const std::shared_ptr<grpc::Channel>& channel,
+                     const std::string& bytes) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  grpc::Slice slice(bytes.data(), bytes.size());
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/slackswap.v1.Planner/Plan", grpc::StubOptions(),
+                 &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
+}
+
+bool Healthy(const SlackswapdProcess& server) {
+  auto channel =
+      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Planner::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  v1::PlanRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(2);
+  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  req.set_budget_fraction(0.5);
+  req.add_policies("slackswap");
+  v1::PlanResponse resp;
+  return stub->Plan(&ctx, req, &resp).ok() &&
+         resp.report().results(0).result().feasible();
+}
+
+int64_t ResidentKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto channel =
+      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+
+  // A real request, cut in half.
+  v1::PlanRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  req.set_budget_fraction(0.5);
+  const std::string whole = req.SerializeAsString();
+  grpc::Status s = SendRaw(channel, whole.substr(0, whole.size() / 2));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << "the server went away";
+
+  // 100,000 nested groups in an unknown field: beyond protobuf's recursion
+  // limit.
+  std::string nested(100000, '\x7b');  // field 15, start group
+  s = SendRaw(channel, nested);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // Random bytes.
+  std::string noise;
+  uint32_t x = 12345;
+  for (int i = 0; i < 4096; ++i) {
+    x = x * 1103515245 + 12345;
+    noise.push_back(static_cast<char>(x >> 24));
+  }
+  s = SendRaw(channel, noise);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  EXPECT_TRUE(Healthy(server));
+}
+
+TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
+  SlackswapdProcess server({"--threads=2", "--max_queue=64"});
+  ASSERT_TRUE(server.started()) << server.error();
+  ASSERT_TRUE(Healthy(server));
+  const int64_t rss_before = ResidentKb(server.pid());
+
+  // 2,000 sweeps of the full GPT-2 XL over 20 budgets, each opened and then
+  // dropped: cancelled at once, or left to the stream's destruction.
+  auto channel =
+      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Planner::NewStub(channel);
+  v1::SweepRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  for (int i = 0; i < 2000; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    std::unique_ptr<grpc::ClientReader<v1::SweepResponse>> reader =
+        stub->Sweep(&ctx, req);
+    ctx.TryCancel();
+    (void)reader->Finish();
+  }
+
+  // Every abandoned call is finished by the server: the in-flight gauge
+  // returns to zero (bounded wait), and memory has not run away.
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  std::optional<double> inflight;
+  while (std::chrono::steady_clock::now() < deadline) {
+    slackswap::testing::HttpResponse scrape =
+        HttpGet(server.metrics_port(), "/metrics");
+    inflight = MetricValue(scrape.body, "slackswap_inflight_requests");
+    if (inflight.has_value() && *inflight == 0) break;
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(inflight.has_value());
+  EXPECT_EQ(*inflight, 0);
+  const int64_t rss_after = ResidentKb(server.pid());
+  EXPECT_LT(rss_after, rss_before + 200 * 1024)
+      << "RSS grew from " << rss_before << " kB to " << rss_after << " kB";
+  EXPECT_TRUE(Healthy(server));
+  server.SendSignal(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0);
+}
+
+}  // namespace
+}  // namespace slackswap
