@@ -29,7 +29,7 @@ for target in fuzz_files fuzz_requests; do
   cp tests/fuzz/corpus/"$target"/* "$corpus"/
   echo "== $target: ${seconds}s"
   if ! "$build_dir/tests/fuzz/$target" "$corpus" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
       -max_len=65536 -print_final_stats=1 -artifact_prefix="$out/$target-" \
       2>&1 | tail -n 25; then
     status=1

@@ -4,6 +4,7 @@
 //
 // The first input byte picks the RPC (Plan, Simulate, Sweep, GetWorkload);
 // the rest is the binary request.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -32,6 +33,15 @@ bool Parse(const uint8_t* data, size_t size, Request* req) {
   return req->ParseFromArray(data, static_cast<int>(size));
 }
 
+// Like the service's --max_request_s: an input may plan for at most 3 s
+// (instrumented builds are slow), then it is stopped through the same stop
+// function deadlines use. A loop that ignores it still trips libFuzzer's
+// -timeout.
+StopFn TimeLimit() {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  return [limit] { return std::chrono::steady_clock::now() >= limit; };
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -42,12 +52,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (rpc) {
     case 0: {
       v1::PlanRequest req;
-      if (Parse(data, size, &req)) (void)Core().Plan(req, {});
+      if (Parse(data, size, &req)) (void)Core().Plan(req, TimeLimit());
       return 0;
     }
     case 1: {
       v1::SimulateRequest req;
-      if (Parse(data, size, &req)) (void)Core().Simulate(req, {});
+      if (Parse(data, size, &req)) (void)Core().Simulate(req, TimeLimit());
       return 0;
     }
     case 2: {
