@@ -48,6 +48,21 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
+// Requests up to this size are looked up in the cache on the gRPC thread.
+constexpr size_t kLookUpOnGrpcThreadBytes = 16 << 10;
+
+std::string CacheKey(const v1::PlanRequest& req) {
+  std::string key;
+  {
+    // The streams give back unused bytes when they are destroyed.
+    google::protobuf::io::StringOutputStream stream(&key);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    req.SerializeToCodedStream(&coded);
+  }
+  return key;
+}
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& s,
@@ -120,7 +135,8 @@ void PlannerService::Record(const char* method,
 
 grpc::ServerUnaryReactor* PlannerService::RunUnary(
     const char* method, grpc::CallbackServerContext* ctx,
-    std::function<absl::Status(const StopFn&, std::string* detail)> work) {
+    std::function<absl::Status(const StopFn&, std::string* detail)> work,
+    std::function<bool(std::string* detail)> answer_now) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const Clock::time_point start = Clock::now();
   metrics_->RequestStarted(method);
@@ -133,10 +149,16 @@ grpc::ServerUnaryReactor* PlannerService::RunUnary(
     finish(std::move(auth), "");
     return reactor;
   }
+  // What the quick answer learned (a cache miss) goes on the log line too.
+  std::string early_detail;
+  if (answer_now && answer_now(&early_detail)) {
+    finish(grpc::Status::OK, early_detail);
+    return reactor;
+  }
   const Clock::time_point limit = TimeLimit();
   const bool queued =
-      pool_.TrySubmit([ctx, limit, work = std::move(work), finish] {
-        std::string detail;
+      pool_.TrySubmit([ctx, limit, work = std::move(work), finish,
+                       detail = std::move(early_detail)]() mutable {
         // A call that waited past its deadline or was cancelled in the queue
         // costs no planning.
         const StopFn stop = [ctx, limit] {
@@ -161,38 +183,49 @@ grpc::ServerUnaryReactor* PlannerService::RunUnary(
 grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
                                                const v1::PlanRequest* req,
                                                v1::PlanResponse* resp) {
+  // Schedulers ask the same question again and again: the deterministic
+  // serialization of the request is the key. Small requests (built-in
+  // workloads) are looked up on the gRPC thread, so a hit does not wait
+  // behind planning calls in the queue; large inline graphs are keyed on the
+  // worker.
+  auto answer_from_cache = [this, req, resp](const std::string& key,
+                                             std::string* detail) {
+    std::optional<std::string> hit = cache_.Lookup(key);
+    if (!hit.has_value() || !resp->ParseFromString(*hit)) {
+      metrics_->CacheMiss();
+      *detail = "cache=miss";
+      return false;
+    }
+    metrics_->CacheHit();
+    *detail = "cache=hit";
+    resp->set_cache_hit(true);
+    resp->set_server_seconds(0);
+    return true;
+  };
+  const bool cached = cache_.capacity_bytes() > 0;
+  const bool small = req->ByteSizeLong() <= kLookUpOnGrpcThreadBytes;
   return RunUnary(
-      "Plan", ctx, [this, req, resp](const StopFn& stop, std::string* detail) {
-        // Schedulers ask the same question again and again: the serialized
-        // request is the key (deterministic, so equal requests match).
+      "Plan", ctx,
+      [this, req, resp, cached, small, answer_from_cache](const StopFn& stop,
+                                                          std::string* detail) {
         std::string key;
-        if (cache_.capacity_bytes() > 0) {
-          {
-            google::protobuf::io::StringOutputStream stream(&key);
-            google::protobuf::io::CodedOutputStream coded(&stream);
-            coded.SetSerializationDeterministic(true);
-            req->SerializeToCodedStream(&coded);
-          }
-          if (std::optional<std::string> hit = cache_.Lookup(key)) {
-            metrics_->CacheHit();
-            *detail = "cache=hit";
-            if (!resp->ParseFromString(*hit)) {
-              return absl::InternalError("corrupt cache entry");
-            }
-            resp->set_cache_hit(true);
-            resp->set_server_seconds(0);
+        if (cached) {
+          key = CacheKey(*req);
+          if (!small && answer_from_cache(key, detail)) {
             return absl::OkStatus();
           }
-          metrics_->CacheMiss();
-          *detail = "cache=miss";
         }
         absl::StatusOr<v1::PlanResponse> out = core_.Plan(*req, stop);
         if (!out.ok()) return out.status();
         *resp = *std::move(out);
-        if (!key.empty())
-          cache_.Insert(std::move(key), resp->SerializeAsString());
+        if (cached) cache_.Insert(std::move(key), resp->SerializeAsString());
         return absl::OkStatus();
-      });
+      },
+      cached && small ? std::function<bool(std::string*)>(
+                            [req, answer_from_cache](std::string* detail) {
+                              return answer_from_cache(CacheKey(*req), detail);
+                            })
+                      : nullptr);
 }
 
 grpc::ServerUnaryReactor* PlannerService::Simulate(

@@ -83,10 +83,13 @@ class PlannerService final : public v1::Planner::CallbackService {
   std::chrono::steady_clock::time_point TimeLimit() const;
   // UNAUTHENTICATED unless the call carries the token (when one is set).
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
-  // Runs `work` on the pool and finishes the call with its status.
+  // Runs `work` on the pool and finishes the call with its status. If
+  // `answer_now` (run on the gRPC thread, after auth) returns true, the call
+  // is answered OK at once instead.
   grpc::ServerUnaryReactor* RunUnary(
       const char* method, grpc::CallbackServerContext* ctx,
-      std::function<absl::Status(const StopFn&, std::string* detail)> work);
+      std::function<absl::Status(const StopFn&, std::string* detail)> work,
+      std::function<bool(std::string* detail)> answer_now = nullptr);
 
   // Immutable after construction.
   const ServiceOptions options_;
