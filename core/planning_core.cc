@@ -145,12 +145,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::Plan(const v1::PlanRequest& req,
   SLACKSWAP_RETURN_IF_ERROR(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph;
-  if (req.include_events() &&
-      static_cast<int64_t>(g.ops.size()) > limits_.max_event_ops) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "include_events: the graph has ", g.ops.size(),
-        " ops; events are served for at most ", limits_.max_event_ops));
-  }
+  SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
 
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, step.hw));
@@ -305,12 +300,7 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::Simulate(
   SLACKSWAP_RETURN_IF_ERROR(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph;
-  if (req.include_events() &&
-      static_cast<int64_t>(g.ops.size()) > limits_.max_event_ops) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "include_events: the graph has ", g.ops.size(),
-        " ops; events are served for at most ", limits_.max_event_ops));
-  }
+  SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   slackswap::Plan plan = slackswap::Plan::KeepAll(g);
   if (req.has_plan()) {

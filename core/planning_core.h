@@ -24,7 +24,6 @@
 
 namespace slackswap {
 
-
 // Per-request bounds: a request beyond them is refused up front with
 // RESOURCE_EXHAUSTED naming the field and the limit.
 struct CoreLimits {

@@ -142,4 +142,15 @@ absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits) {
   return absl::OkStatus();
 }
 
+absl::Status CheckEvents(bool include_events, const Graph& g,
+                         const CoreLimits& limits) {
+  if (include_events &&
+      static_cast<int64_t>(g.ops.size()) > limits.max_event_ops) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "include_events: the graph has ", g.ops.size(),
+        " ops; events are served for at most ", limits.max_event_ops));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace slackswap

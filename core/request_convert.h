@@ -44,6 +44,10 @@ absl::StatusOr<std::vector<std::string>> ResolvePolicies(
 
 absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits);
 
+// Events grow with the graph: RESOURCE_EXHAUSTED above limits.max_event_ops.
+absl::Status CheckEvents(bool include_events, const Graph& g,
+                         const CoreLimits& limits);
+
 // Prefixes a status message with the request field it concerns.
 absl::Status InField(const std::string& field, const absl::Status& s);
 

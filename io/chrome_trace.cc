@@ -2,25 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_quote.h"
 
 namespace slackswap {
 namespace {
-
-
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 // Trace timestamps are microseconds; keep nanosecond precision.
 std::string Us(int64_t ns) { return absl::StrFormat("%.3f", ns / 1e3); }
@@ -57,7 +42,7 @@ std::string ChromeTraceJson(const v1::SimulationResult& r,
   absl::StrAppend(&out,
                   "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,"
                   "\"args\":{\"name\":",
-                  Quote("slackswap step: " + title), "}}");
+                  JsonQuote("slackswap step: " + title), "}}");
   for (auto [tid, name] : {std::pair{1, "compute"}, std::pair{2, "D2H copy"},
                            std::pair{3, "H2D copy"}}) {
     absl::StrAppend(&out,
@@ -69,7 +54,7 @@ std::string ChromeTraceJson(const v1::SimulationResult& r,
     const std::string name = e.kind() == v1::EVENT_KIND_RECOMPUTE
                                  ? "recompute " + e.name()
                                  : e.name();
-    absl::StrAppend(&out, ",\n{\"name\":", Quote(name), ",\"cat\":\"",
+    absl::StrAppend(&out, ",\n{\"name\":", JsonQuote(name), ",\"cat\":\"",
                     Category(e.kind()),
                     "\",\"ph\":\"X\",\"pid\":1,\"tid\":", Tid(e.stream()),
                     ",\"ts\":", Us(e.start_ns()),

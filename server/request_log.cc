@@ -7,30 +7,6 @@
 
 namespace slackswap {
 
-std::string JsonQuote(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 void RequestLog::Event(
     absl::string_view level, absl::string_view msg,
     std::initializer_list<std::pair<absl::string_view, std::string>> fields) {

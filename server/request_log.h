@@ -15,6 +15,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "common/json_quote.h"
 #include "common/mutex.h"
 
 namespace slackswap {
@@ -36,9 +37,6 @@ class RequestLog {
   Mutex mu_;
   std::FILE* const out_ ABSL_PT_GUARDED_BY(mu_);
 };
-
-// A JSON string literal for s.
-std::string JsonQuote(absl::string_view s);
 
 }  // namespace slackswap
 

@@ -8,61 +8,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/graph_builder.h"
 
 namespace slackswap {
 namespace {
 
 using ::testing::HasSubstr;
 
-Hardware TestLink(Duplex duplex = Duplex::kFull) {
-  Hardware hw;
-  hw.name = "test";
-  hw.peak_tflops_bf16 = 1;
-  hw.hbm_gbps = 1;
-  hw.h2d_gbps = 1;
-  hw.d2h_gbps = 1;
-  hw.bidir_h2d_gbps = 0.8;
-  hw.bidir_d2h_gbps = 0.8;
-  hw.duplex = duplex;
-  hw.copy_engines = 2;
-  hw.pinned_host_memory_bytes = 1'000'000;
-  return hw;
-}
-
-// Builds graphs op by op with measured durations.
-class Builder {
- public:
-  int32_t T(const std::string& name, int64_t bytes) {
-    return g_.AddTensor({.name = name, .bytes = bytes});
-  }
-  int32_t Fwd(const std::string& name, int64_t ns, std::vector<int32_t> in,
-              std::vector<int32_t> out) {
-    return Add(name, Phase::kForward, ns, std::move(in), std::move(out));
-  }
-  int32_t Bwd(const std::string& name, int64_t ns, std::vector<int32_t> in,
-              std::vector<int32_t> out = {}) {
-    return Add(name, Phase::kBackward, ns, std::move(in), std::move(out));
-  }
-  Graph Done() {
-    Graph g = std::move(g_);
-    absl::Status s = IndexGraph(g);
-    EXPECT_TRUE(s.ok()) << s;
-    return g;
-  }
-
- private:
-  int32_t Add(const std::string& name, Phase phase, int64_t ns,
-              std::vector<int32_t> in, std::vector<int32_t> out) {
-    Op op;
-    op.name = name;
-    op.phase = phase;
-    op.inputs = std::move(in);
-    op.outputs = std::move(out);
-    op.cost.duration_ns = ns;
-    return g_.AddOp(std::move(op));
-  }
-  Graph g_;
-};
+using testing::GraphBuilder;
+using testing::TestLink;
 
 SimResult Sim(const Graph& g, const Plan& plan, int64_t budget = 0,
               const Hardware& hw = TestLink()) {
@@ -97,14 +51,14 @@ struct SwapGraph {
   int32_t a, f_long, b_long;
 };
 SwapGraph MakeSwapGraph(int64_t b_long_ns) {
-  Builder b;
+  GraphBuilder b;
   SwapGraph s;
-  s.a = b.T("a", 1000);
-  b.Fwd("f_a", 100, {}, {s.a});
-  s.f_long = b.Fwd("f_long", 2000, {}, {});
-  s.b_long = b.Bwd("b_long", b_long_ns, {});
-  b.Bwd("b_a", 100, {s.a});
-  s.g = b.Done();
+  s.a = b.Tensor("a", 1000);
+  b.Forward("f_a", 100, {}, {s.a});
+  s.f_long = b.Forward("f_long", 2000, {}, {});
+  s.b_long = b.Backward("b_long", b_long_ns, {});
+  b.Backward("b_a", 100, {s.a});
+  s.g = b.Build();
   return s;
 }
 
@@ -172,16 +126,16 @@ TEST(SimulatorTest, TransferLatencyIsAddedToEachCopy) {
 TEST(SimulatorTest, RecomputeChainRerunsEachDroppedLink) {
   // x -> f1 -> y (not saved) -> f2 -> z. Recomputing z needs y, which was
   // freed after forward, so f1 and f2 both re-run: 20 + 30 ns.
-  Builder b;
-  int32_t x = b.T("x", 100);
-  int32_t y = b.T("y", 200);
-  int32_t z = b.T("z", 300);
-  b.Fwd("f0", 10, {}, {x});
-  b.Fwd("f1", 20, {x}, {y});
-  b.Fwd("f2", 30, {y}, {z});
-  b.Bwd("b_z", 5, {z});
-  b.Bwd("b_x", 5, {x});
-  Graph g = b.Done();
+  GraphBuilder b;
+  int32_t x = b.Tensor("x", 100);
+  int32_t y = b.Tensor("y", 200);
+  int32_t z = b.Tensor("z", 300);
+  b.Forward("f0", 10, {}, {x});
+  b.Forward("f1", 20, {x}, {y});
+  b.Forward("f2", 30, {y}, {z});
+  b.Backward("b_z", 5, {z});
+  b.Backward("b_x", 5, {x});
+  Graph g = b.Build();
   Plan plan = Plan::KeepAll(g);
   plan.decisions[z].action = Action::kRecompute;
   SimResult r = Sim(g, plan, /*budget=*/400);
@@ -199,12 +153,12 @@ TEST(SimulatorTest, RecomputeChainRerunsEachDroppedLink) {
 
 TEST(SimulatorTest, RecomputeRerunsASharedProducerOnce) {
   // q and k come from one op; recomputing both costs one re-run.
-  Builder b;
-  int32_t q = b.T("q", 100);
-  int32_t k = b.T("k", 100);
-  b.Fwd("proj", 40, {}, {q, k});
-  b.Bwd("b_qk", 5, {q, k});
-  Graph g = b.Done();
+  GraphBuilder b;
+  int32_t q = b.Tensor("q", 100);
+  int32_t k = b.Tensor("k", 100);
+  b.Forward("proj", 40, {}, {q, k});
+  b.Backward("b_qk", 5, {q, k});
+  Graph g = b.Build();
   Plan plan = Plan::KeepAll(g);
   plan.decisions[q].action = Action::kRecompute;
   plan.decisions[k].action = Action::kRecompute;
@@ -217,14 +171,14 @@ TEST(SimulatorTest, PrefetchWaitsForMemory) {
   // Budget 1000: c cannot be made until a's swap-out frees the memory
   // (f_c waits 100..1100), and a's prefetch, issued when b_c starts at 3100,
   // waits until b_c frees c at 4100.
-  Builder b;
-  int32_t a = b.T("a", 1000);
-  int32_t c = b.T("c", 1000);
-  b.Fwd("f_a", 100, {}, {a});
-  b.Fwd("f_c", 2000, {}, {c});
-  int32_t b_c = b.Bwd("b_c", 1000, {c});
-  b.Bwd("b_a", 100, {a});
-  Graph g = b.Done();
+  GraphBuilder b;
+  int32_t a = b.Tensor("a", 1000);
+  int32_t c = b.Tensor("c", 1000);
+  b.Forward("f_a", 100, {}, {a});
+  b.Forward("f_c", 2000, {}, {c});
+  int32_t b_c = b.Backward("b_c", 1000, {c});
+  b.Backward("b_a", 100, {a});
+  Graph g = b.Build();
   SimResult r = Sim(g, Swap(g, {{a, b_c}}), /*budget=*/1000);
   ASSERT_TRUE(r.feasible) << r.infeasible_reason;
   EXPECT_EQ(r.stall_swap_out_ns, 1000);
@@ -245,15 +199,15 @@ TEST(SimulatorTest, StallOnABudgetBlockedPrefetchIsAMemoryStall) {
   // 1300: it waits 1300..2300 on memory, then 2300..3300 on the copy. late's
   // prefetch (issued when b_a starts) waits for b_a to free a at 3400, runs
   // 3400..4400, and b_late waits for it: another 1000 ns on a copy.
-  Builder b;
-  int32_t a = b.T("a", 1000);
-  int32_t late = b.T("late", 1000);
-  b.Fwd("f_a", 100, {}, {a});
-  b.Fwd("f_mid", 1100, {}, {});
-  int32_t f_late = b.Fwd("f_late", 100, {}, {late});
-  int32_t b_a = b.Bwd("b_a", 100, {a});
-  b.Bwd("b_late", 100, {late});
-  Graph g = b.Done();
+  GraphBuilder b;
+  int32_t a = b.Tensor("a", 1000);
+  int32_t late = b.Tensor("late", 1000);
+  b.Forward("f_a", 100, {}, {a});
+  b.Forward("f_mid", 1100, {}, {});
+  int32_t f_late = b.Forward("f_late", 100, {}, {late});
+  int32_t b_a = b.Backward("b_a", 100, {a});
+  b.Backward("b_late", 100, {late});
+  Graph g = b.Build();
   SimResult r = Sim(g, Swap(g, {{a, f_late}, {late, b_a}}), /*budget=*/1000);
   ASSERT_TRUE(r.feasible) << r.infeasible_reason;
   const SimEvent* in = FindEvent(r, EventType::kPrefetch, a);
@@ -272,17 +226,17 @@ struct DuplexGraph {
   int32_t a, b, f_long;
 };
 DuplexGraph MakeDuplexGraph() {
-  Builder bl;
+  GraphBuilder bl;
   DuplexGraph d;
-  d.a = bl.T("a", 1000);
-  d.b = bl.T("b", 1000);
-  bl.Fwd("f_a", 10, {}, {d.a});
-  bl.Fwd("f_mid", 2000, {}, {});
-  bl.Fwd("f_b", 10, {}, {d.b});
-  d.f_long = bl.Fwd("f_long", 2000, {}, {});
-  bl.Bwd("b_a", 10, {d.a});
-  bl.Bwd("b_b", 10, {d.b});
-  d.g = bl.Done();
+  d.a = bl.Tensor("a", 1000);
+  d.b = bl.Tensor("b", 1000);
+  bl.Forward("f_a", 10, {}, {d.a});
+  bl.Forward("f_mid", 2000, {}, {});
+  bl.Forward("f_b", 10, {}, {d.b});
+  d.f_long = bl.Forward("f_long", 2000, {}, {});
+  bl.Backward("b_a", 10, {d.a});
+  bl.Backward("b_b", 10, {d.b});
+  d.g = bl.Build();
   return d;
 }
 
@@ -324,15 +278,15 @@ TEST(SimulatorTest, OneCopyEngineActsAsHalfDuplex) {
 TEST(SimulatorTest, PrefetchesIssuedTogetherQueueInNeedOrder) {
   // Both issued when f_long starts; b is needed first, so it goes first
   // even though a was decided first.
-  Builder bl;
-  int32_t a = bl.T("a", 1000);
-  int32_t b = bl.T("b", 1000);
-  bl.Fwd("f_a", 10, {}, {a});
-  bl.Fwd("f_b", 10, {}, {b});
-  int32_t f_long = bl.Fwd("f_long", 5000, {}, {});
-  bl.Bwd("b_b", 10, {b});
-  bl.Bwd("b_a", 10, {a});
-  Graph g = bl.Done();
+  GraphBuilder bl;
+  int32_t a = bl.Tensor("a", 1000);
+  int32_t b = bl.Tensor("b", 1000);
+  bl.Forward("f_a", 10, {}, {a});
+  bl.Forward("f_b", 10, {}, {b});
+  int32_t f_long = bl.Forward("f_long", 5000, {}, {});
+  bl.Backward("b_b", 10, {b});
+  bl.Backward("b_a", 10, {a});
+  Graph g = bl.Build();
   SimResult r = Sim(g, Swap(g, {{a, f_long}, {b, f_long}}));
   EXPECT_LT(FindEvent(r, EventType::kPrefetch, b)->start_ns,
             FindEvent(r, EventType::kPrefetch, a)->start_ns);
@@ -350,14 +304,14 @@ TEST(SimulatorTest, PinnedHostMemoryExhaustedIsInfeasible) {
 }
 
 TEST(SimulatorTest, KeepingEverythingUnderTooSmallABudgetIsInfeasible) {
-  Builder b;
-  int32_t a = b.T("a", 600);
-  int32_t c = b.T("c", 600);
-  b.Fwd("f_a", 10, {}, {a});
-  b.Fwd("f_c", 10, {}, {c});
-  b.Bwd("b_c", 10, {c});
-  b.Bwd("b_a", 10, {a});
-  Graph g = b.Done();
+  GraphBuilder b;
+  int32_t a = b.Tensor("a", 600);
+  int32_t c = b.Tensor("c", 600);
+  b.Forward("f_a", 10, {}, {a});
+  b.Forward("f_c", 10, {}, {c});
+  b.Backward("b_c", 10, {c});
+  b.Backward("b_a", 10, {a});
+  Graph g = b.Build();
   SimResult r = Sim(g, Plan::KeepAll(g), /*budget=*/1000);
   EXPECT_FALSE(r.feasible);
   EXPECT_THAT(r.infeasible_reason, HasSubstr("op 1 (f_c)"));
@@ -366,14 +320,14 @@ TEST(SimulatorTest, KeepingEverythingUnderTooSmallABudgetIsInfeasible) {
 }
 
 TEST(SimulatorTest, BudgetCoveringAllMemoryCountsTransients) {
-  Builder b;
-  int32_t a = b.T("a", 600);
-  int32_t tmp = b.T("tmp", 600);
-  b.Fwd("f_a", 10, {}, {a});
-  b.Fwd("f_tmp", 10, {}, {tmp});
-  b.Fwd("use_tmp", 10, {tmp}, {});
-  b.Bwd("b_a", 10, {a});
-  Graph g = b.Done();
+  GraphBuilder b;
+  int32_t a = b.Tensor("a", 600);
+  int32_t tmp = b.Tensor("tmp", 600);
+  b.Forward("f_a", 10, {}, {a});
+  b.Forward("f_tmp", 10, {}, {tmp});
+  b.Forward("use_tmp", 10, {tmp}, {});
+  b.Backward("b_a", 10, {a});
+  Graph g = b.Build();
   SimOptions opts;
   opts.budget_bytes = 1000;
   EXPECT_TRUE(Simulate(g, TestLink(), Plan::KeepAll(g), opts)->feasible);
@@ -418,12 +372,12 @@ TEST(SimulatorTest, RejectsPlansThatDoNotFitTheGraph) {
 }
 
 TEST(SimulatorTest, OnlySavedActivationsCanMove) {
-  Builder b;
-  int32_t tmp = b.T("tmp", 10);
-  b.Fwd("f", 10, {}, {tmp});
-  b.Fwd("g", 10, {tmp}, {});
-  b.Bwd("b", 10, {});
-  Graph g = b.Done();
+  GraphBuilder b;
+  int32_t tmp = b.Tensor("tmp", 10);
+  b.Forward("f", 10, {}, {tmp});
+  b.Forward("g", 10, {tmp}, {});
+  b.Backward("b", 10, {});
+  Graph g = b.Build();
   Plan plan = Plan::KeepAll(g);
   plan.decisions[tmp].action = Action::kRecompute;
   auto r = Simulate(g, TestLink(), plan, SimOptions());
@@ -433,10 +387,10 @@ TEST(SimulatorTest, OnlySavedActivationsCanMove) {
 }
 
 TEST(SimulatorTest, CancellationStopsTheRun) {
-  Builder b;
-  for (int i = 0; i < 5000; ++i) b.Fwd("f", 1, {}, {});
-  b.Bwd("b", 1, {});
-  Graph g = b.Done();
+  GraphBuilder b;
+  for (int i = 0; i < 5000; ++i) b.Forward("f", 1, {}, {});
+  b.Backward("b", 1, {});
+  Graph g = b.Build();
   SimOptions opts;
   opts.should_stop = [] { return true; };
   auto r = Simulate(g, TestLink(), Plan::KeepAll(g), opts);
