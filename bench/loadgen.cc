@@ -18,6 +18,9 @@
 // call invalid (budget_fraction -1), counted apart and expected to fail
 // with INVALID_ARGUMENT.
 //
+// --max_failures (default 10,000) stops sending once that many valid calls
+// have failed: a server that went away fails calls as fast as they are sent.
+//
 // Loopback only: the server's host must be 127.0.0.1, localhost or [::1].
 // Exit status: 0 when every valid call succeeded and every invalid one got
 // INVALID_ARGUMENT; 1 otherwise; 2 on bad flags; 3 when the server cannot
@@ -73,6 +76,9 @@ ABSL_FLAG(bool, include_reasons, false, "PlanRequest.include_reasons.");
 ABSL_FLAG(double, deadline_s, 60, "Deadline of each call, seconds.");
 ABSL_FLAG(double, connect_timeout_s, 10,
           "How long to wait for the channel to connect before the run.");
+ABSL_FLAG(int64_t, max_failures, 10'000,
+          "Stop sending once this many valid calls have failed (a server "
+          "that went away fails calls as fast as they are sent); 0: never.");
 ABSL_FLAG(bool, json, false, "Print the report as one JSON object.");
 
 namespace slackswap {
@@ -114,6 +120,7 @@ struct Options {
   int32_t distinct;
   int32_t invalid_every;
   double deadline_s;
+  int64_t max_failures;
 };
 
 absl::StatusOr<Options> ReadOptions() {
@@ -126,6 +133,7 @@ absl::StatusOr<Options> ReadOptions() {
   o.distinct = absl::GetFlag(FLAGS_distinct);
   o.invalid_every = absl::GetFlag(FLAGS_invalid_every);
   o.deadline_s = absl::GetFlag(FLAGS_deadline_s);
+  o.max_failures = absl::GetFlag(FLAGS_max_failures);
   if (o.concurrency < 1 || o.concurrency > kMaxConcurrency) {
     return absl::InvalidArgumentError(
         absl::StrCat("--concurrency must be in [1, ", kMaxConcurrency, "]"));
@@ -144,6 +152,9 @@ absl::StatusOr<Options> ReadOptions() {
   }
   if (o.invalid_every < 0) {
     return absl::InvalidArgumentError("--invalid_every must be >= 0");
+  }
+  if (o.max_failures < 0) {
+    return absl::InvalidArgumentError("--max_failures must be >= 0");
   }
   if (!(o.deadline_s > 0 && o.deadline_s <= kMaxDurationS)) {
     return absl::InvalidArgumentError(
@@ -206,9 +217,10 @@ struct Report {
   int64_t invalid_rejected = 0;                   // INVALID_ARGUMENT
   std::map<std::string, int64_t> invalid_others;  // any other code
   double wall_s = 0;
-  double cpu_s = 0;           // this process, user + system
-  std::vector<double> ok_ms;  // sorted after the run
-  std::string first_error;    // of a valid call, for the report
+  double cpu_s = 0;            // this process, user + system
+  std::vector<double> ok_ms;   // sorted after the run
+  std::string first_error;     // of a valid call, for the report
+  bool stopped_early = false;  // --max_failures reached
 };
 
 class LoadGen {
@@ -244,7 +256,11 @@ class LoadGen {
   }
 
  private:
-  bool MaySend() const {
+  bool MaySend() {
+    if (o_.max_failures > 0 && failures_ >= o_.max_failures) {
+      report_.stopped_early = true;
+      return false;
+    }
     return report_.sent < o_.max_requests && Clock::now() < end_;
   }
 
@@ -289,6 +305,7 @@ class LoadGen {
       return;
     }
     ++report_.valid_errors[CodeName(code)];
+    ++failures_;
     if (report_.first_error.empty()) {
       report_.first_error =
           absl::StrCat(CodeName(code), ": ", call.status.error_message());
@@ -301,6 +318,7 @@ class LoadGen {
   grpc::CompletionQueue cq_;
   Clock::time_point end_;
   int64_t in_flight_ = 0;
+  int64_t failures_ = 0;
   Report report_;
 };
 
@@ -377,14 +395,15 @@ void Print(const Options& o, const Report& r, bool json) {
             "\"invalid_other\":%s,\"wall_s\":%.3f,\"client_cpu_s\":%.3f,"
             "\"requests_per_s\":%.1f,\"ok_per_s\":%.1f,"
             "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
-            "\"max\":%.3f},\"first_error\":%s}",
+            "\"max\":%.3f},\"first_error\":%s,\"stopped_early\":%s}",
             JsonString(o.server), JsonString(absl::GetFlag(FLAGS_workload)),
             JsonString(absl::GetFlag(FLAGS_policies)),
             absl::GetFlag(FLAGS_budget), o.concurrency, o.distinct,
             o.invalid_every, r.sent, r.valid_sent, r.ok, r.cache_hits,
             JsonCounts(r.valid_errors), r.invalid_sent, r.invalid_rejected,
             JsonCounts(r.invalid_others), r.wall_s, r.cpu_s, rps, ok_ps, p50,
-            p90, p99, max, JsonString(r.first_error))
+            p90, p99, max, JsonString(r.first_error),
+            r.stopped_early ? "true" : "false")
             .c_str());
     return;
   }
@@ -415,6 +434,10 @@ void Print(const Options& o, const Report& r, bool json) {
       p50, p90, p99, max);
   if (!r.first_error.empty()) {
     std::printf("first error   %s\n", r.first_error.c_str());
+  }
+  if (r.stopped_early) {
+    std::printf("stopped early after --max_failures=%lld failed calls\n",
+                static_cast<long long>(absl::GetFlag(FLAGS_max_failures)));
   }
 }
 

@@ -74,8 +74,14 @@ start_server() {
 
 # stop_server: SIGTERM, then the exit status must be 0.
 stop_server() {
-  kill -TERM "$SERVER_PID"
   local rc=0
+  if ! kill -TERM "$SERVER_PID" 2>/dev/null; then
+    wait "$SERVER_PID" || rc=$?
+    echo "run_load.sh: slackswapd (pid $SERVER_PID) was gone before the" \
+      "SIGTERM (exit status $rc); see its log in $OUT_DIR" >&2
+    SERVER_PID=""
+    exit 1
+  fi
   wait "$SERVER_PID" || rc=$?
   SERVER_PID=""
   if [[ $rc -ne 0 ]]; then
@@ -88,7 +94,10 @@ stop_server() {
 # server_cpu_s: slackswapd's user + system CPU seconds so far.
 server_cpu_s() {
   local stat
-  stat=$(<"/proc/$SERVER_PID/stat")
+  if ! stat=$(cat "/proc/$SERVER_PID/stat" 2>/dev/null); then
+    echo nan  # the server is gone; stop_server reports it
+    return
+  fi
   stat=${stat##*) }  # the fields after "(comm) "
   awk -v tck="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / tck }' \
     <<<"$stat"
@@ -122,8 +131,11 @@ for cache_mb in 0 64; do
     fi
     lat=${json#*\"latency_ms\":}
     wall=$(field wall_s "$json")
-    srv=$(awk -v a="$cpu0" -v b="$cpu1" -v w="$wall" \
-      'BEGIN { printf "%.2f", (w > 0 ? (b - a) / w : 0) }')
+    srv=nan
+    if [[ $cpu0 != nan && $cpu1 != nan ]]; then
+      srv=$(awk -v a="$cpu0" -v b="$cpu1" -v w="$wall" \
+        'BEGIN { printf "%.2f", (w > 0 ? (b - a) / w : 0) }')
+    fi
     cli=$(awk -v c="$(field client_cpu_s "$json")" -v w="$wall" \
       'BEGIN { printf "%.2f", (w > 0 ? c / w : 0) }')
     printf '%-6s %5s %8s %8s %9s %9s %9s %9s %8s %6s %7s %7s\n' \
