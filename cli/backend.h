@@ -18,7 +18,6 @@
 
 namespace slackswap {
 
-
 class Backend {
  public:
   virtual ~Backend() = default;

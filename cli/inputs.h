@@ -13,7 +13,6 @@
 
 namespace slackswap {
 
-
 // Flags StepFromFlags reads.
 const std::set<std::string>& StepFlags();
 

@@ -11,7 +11,6 @@
 
 namespace slackswap {
 
-
 void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
                      std::ostream& out);
 void PrintPlanReport(const v1::PlanReport& report, std::ostream& out);

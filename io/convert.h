@@ -19,7 +19,6 @@
 
 namespace slackswap {
 
-
 // Maps ids to indices, rejects duplicate and dangling ids and unknown enum
 // values, then runs IndexGraph.
 absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb);
