@@ -48,6 +48,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/json_quote.h"
 #include "grpcpp/grpcpp.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 
@@ -332,35 +333,11 @@ double Quantile(const std::vector<double>& sorted, double q) {
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string JsonCounts(const std::map<std::string, int64_t>& counts) {
   return absl::StrCat("{",
                       absl::StrJoin(counts, ",",
                                     [](std::string* out, const auto& kv) {
-                                      absl::StrAppend(out, JsonString(kv.first),
+                                      absl::StrAppend(out, JsonQuote(kv.first),
                                                       ":", kv.second);
                                     }),
                       "}");
@@ -396,13 +373,13 @@ void Print(const Options& o, const Report& r, bool json) {
             "\"requests_per_s\":%.1f,\"ok_per_s\":%.1f,"
             "\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
             "\"max\":%.3f},\"first_error\":%s,\"stopped_early\":%s}",
-            JsonString(o.server), JsonString(absl::GetFlag(FLAGS_workload)),
-            JsonString(absl::GetFlag(FLAGS_policies)),
+            JsonQuote(o.server), JsonQuote(absl::GetFlag(FLAGS_workload)),
+            JsonQuote(absl::GetFlag(FLAGS_policies)),
             absl::GetFlag(FLAGS_budget), o.concurrency, o.distinct,
             o.invalid_every, r.sent, r.valid_sent, r.ok, r.cache_hits,
             JsonCounts(r.valid_errors), r.invalid_sent, r.invalid_rejected,
             JsonCounts(r.invalid_others), r.wall_s, r.cpu_s, rps, ok_ps, p50,
-            p90, p99, max, JsonString(r.first_error),
+            p90, p99, max, JsonQuote(r.first_error),
             r.stopped_early ? "true" : "false")
             .c_str());
     return;
