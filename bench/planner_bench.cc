@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "planner/policy.h"
 #include "planner/transformer.h"
@@ -96,11 +97,8 @@ void RegisterAll() {
 }  // namespace
 }  // namespace slackswap
 
-int main(int argc, char** argv) {
-  slackswap::RegisterAll();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+namespace slackswap {
+
+void RegisterBenchmarks() { RegisterAll(); }
+
+}  // namespace slackswap

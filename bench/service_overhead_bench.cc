@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "core/planning_core.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -169,11 +170,8 @@ void RegisterAll() {
 }  // namespace
 }  // namespace slackswap
 
-int main(int argc, char** argv) {
-  slackswap::RegisterAll();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+namespace slackswap {
+
+void RegisterBenchmarks() { RegisterAll(); }
+
+}  // namespace slackswap

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "planner/budget.h"
 #include "planner/cost_model.h"
@@ -228,11 +229,8 @@ void RegisterAll() {
 }  // namespace
 }  // namespace slackswap
 
-int main(int argc, char** argv) {
-  slackswap::RegisterAll();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+namespace slackswap {
+
+void RegisterBenchmarks() { RegisterAll(); }
+
+}  // namespace slackswap

@@ -769,6 +769,25 @@ TEST(ServerDeadlineTest, ExpiredDeadlineStopsTheWork) {
   EXPECT_TRUE(stub->Plan(&next, Gpt2Plan(2, 0.5, {"slackswap"}), &resp).ok());
 }
 
+// The server logs the call CANCELLED within 500 ms of the cancel and the
+// in-flight gauge returns to 0.
+void ExpectStoppedSoonAfterCancel(SlackswapdProcess& server,
+                                  const std::string& method,
+                                  SteadyClock::time_point cancelled) {
+  std::optional<LogLine> line =
+      server.WaitForLine(IsRequestLine(method), seconds(5));
+  ASSERT_TRUE(line.has_value()) << server.LogText();
+  EXPECT_EQ(JsonField(line->text, "code"), "CANCELLED");
+  const double stop_ms = MillisBetween(cancelled, line->read_at);
+  EXPECT_LT(stop_ms, 500) << "the server went on for " << stop_ms << " ms";
+  std::cerr << "[ info ] " << method << " stopped " << stop_ms
+            << " ms after the cancel\n";
+  EXPECT_EQ(AwaitMetric(
+                server, "slackswap_inflight_requests", {},
+                [](double v) { return v == 0; }, seconds(2)),
+            0);
+}
+
 TEST(ServerCancelTest, CancelledSweepStopsWithinMilliseconds) {
   SlackswapdProcess server({"--threads=1"});
   ASSERT_TRUE(server.started()) << server.error();
@@ -798,17 +817,7 @@ TEST(ServerCancelTest, CancelledSweepStopsWithinMilliseconds) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
   EXPECT_LT(more, kPoints - 1);
 
-  std::optional<LogLine> line =
-      server.WaitForLine(IsRequestLine("Sweep"), seconds(5));
-  ASSERT_TRUE(line.has_value()) << server.LogText();
-  EXPECT_EQ(JsonField(line->text, "code"), "CANCELLED");
-  const double stop_ms = MillisBetween(cancelled, line->read_at);
-  EXPECT_LT(stop_ms, 500) << "the server went on for " << stop_ms << " ms";
-  std::cerr << "[ info ] sweep stopped " << stop_ms << " ms after the cancel\n";
-  EXPECT_EQ(AwaitMetric(
-                server, "slackswap_inflight_requests", {},
-                [](double v) { return v == 0; }, seconds(2)),
-            0);
+  ExpectStoppedSoonAfterCancel(server, "Sweep", cancelled);
 }
 
 TEST(ServerCancelTest, CancelledPlanStopsWithinMilliseconds) {
@@ -834,17 +843,7 @@ TEST(ServerCancelTest, CancelledPlanStopsWithinMilliseconds) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED)
       << status.error_message();
 
-  std::optional<LogLine> line =
-      server.WaitForLine(IsRequestLine("Plan"), seconds(5));
-  ASSERT_TRUE(line.has_value()) << server.LogText();
-  EXPECT_EQ(JsonField(line->text, "code"), "CANCELLED");
-  const double stop_ms = MillisBetween(cancelled, line->read_at);
-  EXPECT_LT(stop_ms, 500) << "the server went on for " << stop_ms << " ms";
-  std::cerr << "[ info ] plan stopped " << stop_ms << " ms after the cancel\n";
-  EXPECT_EQ(AwaitMetric(
-                server, "slackswap_inflight_requests", {},
-                [](double v) { return v == 0; }, seconds(2)),
-            0);
+  ExpectStoppedSoonAfterCancel(server, "Plan", cancelled);
 }
 
 // --- admission control and shutdown
