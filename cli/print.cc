@@ -23,8 +23,9 @@ void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
                          Ms(r.ideal_step_ns()));
   out << absl::StrFormat("  throughput        %.2f%% of ideal\n",
                          100 * r.throughput_retained());
-  out << absl::StrFormat("  peak activation   %s (unconstrained %s)\n",
+  out << absl::StrFormat("  peak activation   %s at %s (unconstrained %s)\n",
                          FormatBytes(r.peak_activation_bytes()),
+                         Ms(r.peak_activation_ns()),
                          FormatBytes(r.unconstrained_peak_bytes()));
   out << absl::StrFormat("  peak transient    %s, static %s\n",
                          FormatBytes(r.peak_transient_bytes()),

@@ -192,15 +192,30 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::Plan(const v1::PlanRequest& req,
         by = name;
       }
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "budget ", budget, " bytes (", FormatBytes(budget),
-        ") cannot be met: the lowest activation peak reachable is ", lowest,
-        " bytes (", FormatBytes(lowest), ", ",
-        absl::StrFormat("%.3f", Fraction(lowest, g.index.saved_bytes)),
-        " of the unconstrained peak, with ", by, ")"));
+    return BudgetNotMetError(budget, lowest, by, g.index.saved_bytes);
   }
   resp.set_server_seconds(watch.Lap());
   return resp;
+}
+
+absl::Status BudgetNotMetError(int64_t budget, int64_t lowest,
+                               const std::string& by, int64_t peak) {
+  const std::string lowest_text =
+      absl::StrCat(lowest, " bytes (", FormatBytes(lowest), ", ",
+                   absl::StrFormat("%.3f", Fraction(lowest, peak)),
+                   " of the unconstrained peak, with ", by, ")");
+  if (lowest <= budget) {
+    // A plan's prefetches and rebuilds can deadlock under one budget and
+    // fit under a smaller one, so the bisection can land below `budget`.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "budget ", budget, " bytes (", FormatBytes(budget),
+        ") is met by no policy's plan, though a lower budget is: ", lowest_text,
+        "; plans are not monotone in the budget near this one"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("budget ", budget, " bytes (", FormatBytes(budget),
+                   ") cannot be met: the lowest activation peak reachable is ",
+                   lowest_text));
 }
 
 absl::Status PlanningCore::Sweep(

@@ -82,6 +82,13 @@ class PlanningCore {
   CoreObserver* const observer_;
 };
 
+// FAILED_PRECONDITION for a budget no policy's plan meets, naming the lowest
+// activation peak `by` reaches (`lowest`, from MinimumFeasibleBudget). When
+// that is under `budget`, feasibility is not monotone near it, and the error
+// says so instead of calling `budget` unreachable. Exposed for tests.
+absl::Status BudgetNotMetError(int64_t budget, int64_t lowest,
+                               const std::string& by, int64_t peak);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_CORE_PLANNING_CORE_H_

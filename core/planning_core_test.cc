@@ -9,6 +9,7 @@ namespace slackswap {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::PlanRequest Gpt2Request(int64_t layers = 2) {
   v1::PlanRequest req;
@@ -128,6 +129,26 @@ TEST(PlanningCoreTest, ABudgetNothingMeetsIsAFailedPrecondition) {
   std::string msg = ErrorOf(core.Plan(req, {}).status(),
                             absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(msg, HasSubstr("the lowest activation peak reachable is"));
+}
+
+TEST(PlanningCoreTest, ABudgetUnmetAboveAMetOneIsNotCalledUnreachable) {
+  // The bisection for the lowest peak can land under the budget asked for
+  // when plans are not monotone in the budget; the error must not then
+  // claim the budget is below what can be reached.
+  absl::Status above =
+      BudgetNotMetError(13'090'488, 12'070'744, "swap_only", 25'174'016);
+  EXPECT_EQ(above.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(above.message()),
+              HasSubstr("is met by no policy's plan, though a lower budget "
+                        "is: 12070744 bytes (12.1 MB, 0.479 of the "
+                        "unconstrained peak, with swap_only)"));
+  EXPECT_THAT(std::string(above.message()), Not(HasSubstr("cannot be met")));
+
+  absl::Status below =
+      BudgetNotMetError(1000, 12'070'744, "swap_only", 25'174'016);
+  EXPECT_THAT(std::string(below.message()),
+              HasSubstr("cannot be met: the lowest activation peak reachable "
+                        "is 12070744 bytes"));
 }
 
 TEST(PlanningCoreTest, StopsWhenAskedTo) {

@@ -476,6 +476,7 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
   pb.set_ideal_step_ns(r.ideal_step_ns);
   pb.set_throughput_retained(r.throughput_retained);
   pb.set_peak_activation_bytes(r.peak_activation_bytes);
+  pb.set_peak_activation_ns(r.peak_activation_ns);
   pb.set_peak_transient_bytes(r.peak_transient_bytes);
   pb.set_budget_bytes(r.budget_bytes);
   pb.set_d2h_bytes(r.d2h_bytes);

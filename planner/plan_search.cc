@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "planner/budget.h"
+#include "planner/slack.h"
 #include "sim/schedule.h"
 
 namespace slackswap {
@@ -159,6 +160,93 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
     }
   }
   return best;
+}
+
+absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
+                                              const Judged& judged) {
+  if (!judged.result.feasible || judged.result.recomputed_tensors == 0) {
+    return judged;
+  }
+  const Graph& g = ctx.graph;
+  const StepAnalysis& a = ctx.analysis;
+  // Replay the plan for its memory over time and when each op ran.
+  SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
+                             LowerPlan(g, judged.plan, a.durations));
+  SimOptions opts;
+  opts.budget_bytes = ctx.budget_bytes;
+  opts.record_events = true;
+  opts.should_stop = ctx.should_stop;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      SimResult run, SimulateSchedule(g, ctx.hw, a.durations, schedule, opts));
+  // Compute tasks run one after another, so their events come in order.
+  std::vector<int64_t> task_start, task_end;
+  for (const SimEvent& e : run.events) {
+    if (e.stream != StreamId::kCompute) continue;
+    task_start.push_back(e.start_ns);
+    task_end.push_back(e.end_ns);
+  }
+  if (task_start.size() != schedule.tasks.size()) return judged;
+  // Each recomputed tensor is freed after its last forward reader and
+  // allocated again by the task that rebuilds it.
+  constexpr int64_t kNotYet = -1;
+  std::vector<int64_t> freed_at(g.tensors.size(), kNotYet);
+  std::vector<int64_t> rebuilt_at(g.tensors.size(), kNotYet);
+  for (int32_t k = 0; k < static_cast<int32_t>(schedule.tasks.size()); ++k) {
+    for (int32_t t : schedule.allocs.Of(k)) {
+      if (freed_at[t] != kNotYet && rebuilt_at[t] == kNotYet) {
+        rebuilt_at[t] = task_start[k];
+      }
+    }
+    for (int32_t t : schedule.frees.Of(k)) {
+      if (freed_at[t] == kNotYet) freed_at[t] = task_end[k];
+    }
+  }
+  const std::vector<MemorySample>& timeline = run.timeline;
+  if (timeline.empty()) return judged;
+  // Headroom under the budget, per stretch of the timeline.
+  std::vector<int64_t> headroom(timeline.size());
+  for (size_t i = 0; i < timeline.size(); ++i) {
+    headroom[i] = ctx.budget_bytes - timeline[i].activation_bytes;
+  }
+  MinTree room(headroom);
+  auto stretch_at = [&](int64_t t) {  // the sample in force at time t
+    auto it = std::upper_bound(
+        timeline.begin(), timeline.end(), t,
+        [](int64_t x, const MemorySample& s) { return x < s.time_ns; });
+    return static_cast<int32_t>(
+        std::max<ptrdiff_t>(0, it - timeline.begin() - 1));
+  };
+
+  std::vector<const Candidate*> recomputed;
+  for (const Candidate& c : a.candidates) {
+    if (judged.plan.decisions[c.tensor].action == Action::kRecompute) {
+      recomputed.push_back(&c);
+    }
+  }
+  std::stable_sort(recomputed.begin(), recomputed.end(),
+                   [](const Candidate* x, const Candidate* y) {
+                     return x->recompute_ns > y->recompute_ns;
+                   });
+  // Kept, the tensor stays for the stretch the plan does without it.
+  Plan plan = judged.plan;
+  bool changed = false;
+  for (const Candidate* c : recomputed) {
+    if (freed_at[c->tensor] == kNotYet || rebuilt_at[c->tensor] == kNotYet) {
+      continue;
+    }
+    const int32_t lo = stretch_at(freed_at[c->tensor]);
+    const int32_t hi = stretch_at(rebuilt_at[c->tensor] - 1);
+    if (room.Min(lo, hi) < c->bytes) continue;
+    room.Add(lo, hi, -c->bytes);
+    plan.decisions[c->tensor].action = Action::kKeep;
+    changed = true;
+  }
+  if (!changed) return judged;
+  SLACKSWAP_ASSIGN_OR_RETURN(Judged pruned, JudgePlan(ctx, std::move(plan)));
+  if (pruned.result.feasible && Better(pruned.result, judged.result)) {
+    return pruned;
+  }
+  return judged;
 }
 
 absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,

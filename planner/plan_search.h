@@ -47,6 +47,17 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves);
 
+// Keeps, instead of recomputing, the recomputed tensors of `judged.plan`
+// whose memory the budget turns out not to need: replaying the plan, a
+// tensor is kept (largest rebuild first) if its bytes fit under the budget
+// everywhere between its last forward reader and its first backward use. A
+// prefix of cheapest-per-byte recomputes frees memory wherever it is cheap,
+// including where the budget does not bind (after a peak in mid-forward,
+// say). The result is simulated and returned only if it fits and beats
+// `judged`; otherwise `judged` comes back.
+absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
+                                              const Judged& judged);
+
 // Annotates each decision with its sizes and costs and a one-line reason. A
 // recomputed tensor's cost is its chain, each op counted for the first
 // tensor (in backward order) that re-runs it; kept and swapped tensors show

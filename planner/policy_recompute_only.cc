@@ -4,7 +4,9 @@
 //    budget allows;
 //  - layer-wise (Chen et al. 2016; Megatron "full" recompute): keep only
 //    what enters each layer, recompute everything made inside it; if that is
-//    still over budget, recompute the cheapest of what remains.
+//    still over budget, recompute the cheapest of what remains;
+// each then keeping the recomputes the budget turns out not to need (where
+// the budget does not bind, as replayed by the simulator).
 #include "common/status_macros.h"
 #include "planner/plan_search.h"
 #include "planner/policies.h"
@@ -18,12 +20,18 @@ bool ByCheapestPerByte(const Candidate& x, const Candidate& y) {
   return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);
 }
 
-std::vector<Move> RecomputeMoves(const std::vector<const Candidate*>& order) {
+// Recomputes the first of `order` that fit the budget, then keeps those it
+// turns out not to need.
+absl::StatusOr<Judged> RecomputeAsFewAsFit(
+    const PlanningContext& ctx, const Plan& base,
+    const std::vector<const Candidate*>& order) {
   std::vector<Move> moves;
   moves.reserve(order.size());
-  for (const Candidate* c : order)
+  for (const Candidate* c : order) {
     moves.push_back({c->tensor, Action::kRecompute});
-  return moves;
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(Judged fit, FewestMovesThatFit(ctx, base, moves));
+  return KeepNeedlessRecomputes(ctx, fit);
 }
 
 // A tensor made inside a layer and read there is rebuilt by re-running the
@@ -50,9 +58,9 @@ class RecomputeOnlyPolicy : public Policy {
     auto all = [](const Candidate&) { return true; };
 
     SLACKSWAP_ASSIGN_OR_RETURN(
-        Judged greedy, FewestMovesThatFit(ctx, keep_all,
-                                          RecomputeMoves(OrderCandidates(
-                                              a, all, ByCheapestPerByte))));
+        Judged greedy,
+        RecomputeAsFewAsFit(ctx, keep_all,
+                            OrderCandidates(a, all, ByCheapestPerByte)));
 
     Plan layered = keep_all;
     for (const Candidate& c : a.candidates) {
@@ -65,9 +73,8 @@ class RecomputeOnlyPolicy : public Policy {
     };
     SLACKSWAP_ASSIGN_OR_RETURN(
         Judged layer_wise,
-        FewestMovesThatFit(
-            ctx, layered,
-            RecomputeMoves(OrderCandidates(a, still_kept, ByCheapestPerByte))));
+        RecomputeAsFewAsFit(ctx, layered,
+                            OrderCandidates(a, still_kept, ByCheapestPerByte)));
     if (Better(layer_wise.result, greedy.result)) {
       SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
           ctx, "a layer input (checkpoint)", "",

@@ -12,16 +12,20 @@
 //     time including latency, which matters on graphs with many tiny
 //     tensors.
 //  3. Recompute the rest, cheapest rebuild per byte first, as few as the
-//     budget allows (checked by simulation).
+//     budget allows (checked by simulation), then keep those the budget
+//     turns out not to need: the cheapest-per-byte prefix also frees memory
+//     where the budget does not bind (after a peak in mid-forward, say).
 //  4. Repair, judged by simulation: a swap whose prefetch still arrives late
 //     becomes a recompute when rebuilding costs less than the stall, and the
 //     slack filled is tried at a few levels (all of it, just the bytes the
 //     budget asks to free, and shares down to none); the best simulated plan
-//     wins.
+//     wins. If none fits, swapping beyond the slack (largest first, stalls
+//     accepted) is the last resort, rather than an infeasible plan.
 #include <algorithm>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "common/status_macros.h"
 #include "planner/plan_search.h"
 #include "planner/policies.h"
@@ -32,6 +36,9 @@ namespace {
 
 constexpr char kWhySwap[] =
     "fills D2H/H2D slack; spares the most recompute per byte or link time";
+constexpr char kWhySwapBeyond[] =
+    "no plan within the D2H/H2D slack fits the budget; swapped beyond it, "
+    "largest first, stalls accepted";
 constexpr char kWhyRecompute[] =
     "outside the slack; cheapest rebuild per byte first";
 
@@ -73,6 +80,9 @@ class SlackSwapPolicy : public Policy {
     };
 
     std::optional<Judged> best;
+    // Levels often pick the same swaps (no swaps at all, in both orders);
+    // each set is judged once.
+    absl::flat_hash_set<std::vector<int32_t>> judged_swaps;
     for (const std::vector<const Candidate*>& order : orders) {
       const std::vector<int32_t> admitted = Admit(ctx, order);
       // Levels of fill, judged by simulation: all the slack, just what the
@@ -84,8 +94,12 @@ class SlackSwapPolicy : public Policy {
         limits.push_back(static_cast<int64_t>(share * total));
       }
       for (int64_t limit : limits) {
-        SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
-                                   PlanWithSwaps(ctx, admitted, limit));
+        std::vector<int32_t> swaps = FirstWithin(ctx.graph, admitted, limit);
+        std::sort(swaps.begin(), swaps.end());
+        if (!judged_swaps.insert(swaps).second) continue;
+        Plan base = Plan::KeepAll(ctx.graph);
+        for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
+        SLACKSWAP_ASSIGN_OR_RETURN(Judged j, RecomputeTheRest(ctx, base));
         if (!best.has_value() || Better(j.result, best->result)) {
           best = std::move(j);
         }
@@ -93,7 +107,15 @@ class SlackSwapPolicy : public Policy {
     }
     SLACKSWAP_ASSIGN_OR_RETURN(Judged repaired, RepairLateSwaps(ctx, *best));
     if (Better(repaired.result, best->result)) best = std::move(repaired);
-    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(ctx, "fits the budget", kWhySwap,
+    const char* why_swap = kWhySwap;
+    if (!best->result.feasible) {
+      SLACKSWAP_ASSIGN_OR_RETURN(Judged beyond, SwapBeyondTheSlack(ctx, *best));
+      if (Better(beyond.result, best->result)) {
+        best = std::move(beyond);
+        why_swap = kWhySwapBeyond;
+      }
+    }
+    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(ctx, "fits the budget", why_swap,
                                                kWhyRecompute, best->plan));
     return best->plan;
   }
@@ -136,22 +158,23 @@ class SlackSwapPolicy : public Policy {
     return admitted;
   }
 
-  // Swaps admitted tensors in order while their bytes stay within `limit`,
-  // then recomputes as few of the rest as the budget allows.
-  static absl::StatusOr<Judged> PlanWithSwaps(
-      const PlanningContext& ctx, const std::vector<int32_t>& admitted,
-      int64_t limit) {
-    const Graph& g = ctx.graph;
-    Plan base = Plan::KeepAll(g);
+  // The admitted tensors, in order, while their bytes stay within `limit`.
+  static std::vector<int32_t> FirstWithin(const Graph& g,
+                                          const std::vector<int32_t>& admitted,
+                                          int64_t limit) {
+    std::vector<int32_t> swaps;
     int64_t used = 0;
     for (int32_t t : admitted) {
       if (used + g.tensors[t].bytes > limit) break;
-      base.decisions[t].action = Action::kSwap;
+      swaps.push_back(t);
       used += g.tensors[t].bytes;
     }
-    return RecomputeTheRest(ctx, base);
+    return swaps;
   }
 
+  // Recomputes as few of the tensors `base` keeps as the budget allows,
+  // cheapest rebuild per byte first, then keeps those it turns out not to
+  // need.
   static absl::StatusOr<Judged> RecomputeTheRest(const PlanningContext& ctx,
                                                  const Plan& base) {
     std::vector<Move> moves;
@@ -165,7 +188,52 @@ class SlackSwapPolicy : public Policy {
              })) {
       moves.push_back({c->tensor, Action::kRecompute});
     }
-    return FewestMovesThatFit(ctx, base, moves);
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged fit,
+                               FewestMovesThatFit(ctx, base, moves));
+    return KeepNeedlessRecomputes(ctx, fit);
+  }
+
+  // When no plan within the slack fits (recompute chains that need more
+  // memory in the backward pass than the budget leaves, say), swapping more
+  // than the slack hides costs stalls but may fit: the largest of the rest
+  // on top of the plan so far, of its swaps alone, or of nothing (plain
+  // offload), as few as fit.
+  static absl::StatusOr<Judged> SwapBeyondTheSlack(const PlanningContext& ctx,
+                                                   const Judged& judged) {
+    Plan swaps_only = Plan::KeepAll(ctx.graph);
+    int64_t host_bytes = 0;
+    for (size_t t = 0; t < judged.plan.decisions.size(); ++t) {
+      if (judged.plan.decisions[t].action == Action::kSwap) {
+        swaps_only.decisions[t].action = Action::kSwap;
+        host_bytes += ctx.graph.tensors[t].bytes;
+      }
+    }
+    const Plan nothing = Plan::KeepAll(ctx.graph);
+    std::optional<Judged> best;
+    for (const Plan* base :
+         std::vector<const Plan*>{&judged.plan, &swaps_only, &nothing}) {
+      std::vector<Move> moves;
+      int64_t host = base == &nothing ? 0 : host_bytes;
+      for (const Candidate* c : OrderCandidates(
+               ctx.analysis,
+               [&](const Candidate&c) {
+                 return CanSwap(c) &&
+                        base->decisions[c.tensor].action == Action::kKeep;
+               },
+               [](const Candidate&x, const Candidate&y) {
+                 return x.bytes > y.bytes;
+               })) {
+        if (host + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
+        host += c->bytes;
+        moves.push_back({c->tensor, Action::kSwap});
+      }
+      SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
+                                 FewestMovesThatFit(ctx, *base, moves));
+      if (!best.has_value() || Better(j.result, best->result)) {
+        best = std::move(j);
+      }
+    }
+    return *std::move(best);
   }
 
   // A swap whose prefetch still lands after its op wanted it becomes a

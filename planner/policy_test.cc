@@ -135,6 +135,70 @@ TEST(PolicyTest, AChainRecomputeIsCostedAsAChain) {
   EXPECT_THAT(out.plan.decisions[z].reason, HasSubstr("rebuild 0.001 ms"));
 }
 
+// a, s, t, l: 1000 bytes each; 3000 leaves room for three. l is the
+// cheapest rebuild per byte, so the greedy prefix drops it first, but it
+// cannot lower the peak alone: a or s (100 ns each) must go, and then l's
+// memory is not needed. The recompute the budget does not need is kept.
+TEST(PolicyTest, RecomputesTheBudgetDoesNotNeedAreKept) {
+  Fixture f;
+  GraphBuilder b;
+  int32_t a = b.Tensor("a", 1000);
+  int32_t s = b.Tensor("s", 1000);
+  int32_t t = b.Tensor("t", 1000);
+  int32_t l = b.Tensor("l", 1000);
+  b.Forward("f_a", 100, {}, {a});
+  b.Forward("f_s", 100, {a}, {s});
+  b.Forward("f_t", 100, {s}, {t});
+  b.Forward("f_l", 50, {}, {l});
+  b.Backward("b_l", 10, {l});
+  b.Backward("b_t", 10, {t});
+  b.Backward("b_s", 10, {s});
+  b.Backward("b_a", 10, {a});
+  f.g = b.Build();
+  f.Analyze();
+  for (const char* policy : {"recompute_only", "slackswap"}) {
+    PlanOutcome out = f.Run(policy, 3000);
+    ASSERT_TRUE(out.result.feasible) << policy;
+    EXPECT_EQ(out.plan.decisions[l].action, Action::kKeep) << policy;
+    EXPECT_EQ(out.result.recomputed_tensors, 1) << policy;
+    EXPECT_EQ(out.result.recompute_ns, 100) << policy;
+  }
+}
+
+// A two-layer BERT at batch 1, sequence 128, half its peak: every
+// recompute plan deadlocks in the backward pass (a rebuilt input beside the
+// kept activations overflows the budget), while offloading fits with
+// stalls. slackswap falls back to swapping beyond its slack rather than
+// returning an infeasible plan.
+TEST(PolicyTest, SwapsBeyondTheSlackWhenNothingWithinItFits) {
+  absl::StatusOr<TransformerConfig> c = FindPreset("bert-large");
+  ASSERT_TRUE(c.ok());
+  c->layers = 2;
+  c->batch = 1;
+  c->seq = 128;
+  Fixture f;
+  f.g = *BuildTransformer(*c);
+  f.hw = *FindHardware("a100-80gb-pcie4");
+  f.Analyze();
+  const int64_t budget = f.g.index.saved_bytes / 2;
+  PlanOutcome recompute = f.Run("recompute_only", budget);
+  ASSERT_FALSE(recompute.result.feasible);
+  PlanOutcome offload = f.Run("swap_only", budget);
+  ASSERT_TRUE(offload.result.feasible) << offload.result.infeasible_reason;
+
+  PlanOutcome slack = f.Run("slackswap", budget);
+  ASSERT_TRUE(slack.result.feasible) << slack.result.infeasible_reason;
+  EXPECT_LE(slack.result.peak_activation_bytes, budget);
+  EXPECT_GE(slack.result.throughput_retained,
+            offload.result.throughput_retained);
+  bool explained = false;
+  for (const Decision& d : slack.plan.decisions) {
+    explained |= d.action == Action::kSwap &&
+                 d.reason.find("beyond") != std::string::npos;
+  }
+  EXPECT_TRUE(explained);
+}
+
 TEST(PolicyTest, UnknownPoliciesAreNamed) {
   absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy("magic");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);

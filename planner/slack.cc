@@ -74,6 +74,7 @@ SlackFiller::SlackFiller(const StepAnalysis& a)
       [&](int32_t x, int32_t y) { return Deadline(x) < Deadline(y); });
   deadline_rank_.resize(n);
   for (int32_t r = 0; r < n; ++r) deadline_rank_[by_deadline_[r]] = r;
+
   std::vector<int64_t> out_margin(n), in_margin(n);
   for (int32_t i = 0; i < n; ++i) {
     out_margin[i] = a.forward_ns - Release(i);
@@ -81,29 +82,35 @@ SlackFiller::SlackFiller(const StepAnalysis& a)
   }
   out_ = MinTree(out_margin);
   in_ = MinTree(in_margin);
+  last_released_with_.resize(n);
+  for (int32_t i = n - 1; i >= 0; --i) {
+    last_released_with_[i] = i + 1 < n && Release(i + 1) == Release(i)
+                                 ? last_released_with_[i + 1]
+                                 : i;
+  }
+  std::vector<int32_t> first_by_rank(n);
+  for (int32_t r = 0; r < n; ++r) {
+    first_by_rank[r] =
+        r > 0 && Deadline(by_deadline_[r - 1]) == Deadline(by_deadline_[r])
+            ? first_by_rank[r - 1]
+            : r;
+  }
+  first_due_with_.resize(n);
+  for (int32_t i = 0; i < n; ++i) {
+    first_due_with_[i] = first_by_rank[deadline_rank_[i]];
+  }
 }
 
 bool SlackFiller::TryAdmit(int32_t i) {
   const Candidate& c = a_.candidates[i];
   const int32_t n = static_cast<int32_t>(a_.candidates.size());
-  // Every release at or before r_i sees the new copy: in production order,
-  // that is [0, the last candidate released with it].
-  int32_t last_same = i;
-  while (last_same + 1 < n && Release(last_same + 1) == Release(i)) {
-    ++last_same;
-  }
-  // Every deadline at or after d_i sees it too.
-  int32_t first_same = deadline_rank_[i];
-  while (first_same > 0 &&
-         Deadline(by_deadline_[first_same - 1]) == Deadline(i)) {
-    --first_same;
-  }
-  if (out_.Min(0, last_same) < c.d2h_ns ||
-      in_.Min(first_same, n - 1) < c.h2d_ns) {
+  const int32_t out_hi = last_released_with_[i];
+  const int32_t in_lo = first_due_with_[i];
+  if (out_.Min(0, out_hi) < c.d2h_ns || in_.Min(in_lo, n - 1) < c.h2d_ns) {
     return false;
   }
-  out_.Add(0, last_same, -c.d2h_ns);
-  in_.Add(first_same, n - 1, -c.h2d_ns);
+  out_.Add(0, out_hi, -c.d2h_ns);
+  in_.Add(in_lo, n - 1, -c.h2d_ns);
   return true;
 }
 

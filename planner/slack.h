@@ -63,6 +63,12 @@ class SlackFiller {
   const StepAnalysis& a_;
   std::vector<int32_t> by_deadline_;
   std::vector<int32_t> deadline_rank_;
+  // A swap-out released with candidate i counts against the D2H margins of
+  // every release up to it, [0, last_released_with_[i]] in production order;
+  // a prefetch due with it against the H2D margins from first_due_with_[i]
+  // on, in deadline rank.
+  std::vector<int32_t> last_released_with_;
+  std::vector<int32_t> first_due_with_;
   // Margins left, by release (D2H) and by deadline rank (H2D).
   MinTree out_;
   MinTree in_;

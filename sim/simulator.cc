@@ -139,8 +139,10 @@ class Engine {
   void Release(int32_t t) { (IsActivation(t) ? act_ : trans_) -= Bytes(t); }
 
   void Sample() {
-    result_.peak_activation_bytes =
-        std::max(result_.peak_activation_bytes, act_);
+    if (act_ > result_.peak_activation_bytes) {
+      result_.peak_activation_bytes = act_;
+      result_.peak_activation_ns = now_;
+    }
     result_.peak_transient_bytes =
         std::max(result_.peak_transient_bytes, trans_);
     if (!opts_.record_timeline) return;

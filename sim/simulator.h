@@ -83,6 +83,8 @@ struct SimResult {
   int64_t ideal_step_ns = 0;
   double throughput_retained = 0;
   int64_t peak_activation_bytes = 0;
+  // When the activation peak was first reached: where a budget binds.
+  int64_t peak_activation_ns = 0;
   int64_t peak_transient_bytes = 0;
   int64_t budget_bytes = 0;
   int64_t d2h_bytes = 0;

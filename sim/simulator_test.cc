@@ -144,6 +144,7 @@ TEST(SimulatorTest, RecomputeChainRerunsEachDroppedLink) {
   EXPECT_EQ(r.recompute_ns, 50);
   EXPECT_EQ(r.step_ns, 120);
   EXPECT_EQ(r.peak_activation_bytes, 400);  // x + z
+  EXPECT_EQ(r.peak_activation_ns, 30);      // first reached when f2 starts
   EXPECT_EQ(r.peak_transient_bytes, 200);   // y, in forward and in the chain
   int recomputes = 0;
   for (const SimEvent& e : r.events)

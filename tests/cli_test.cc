@@ -453,6 +453,15 @@ TEST(OutputTest, TimelinePointsBoundsTheTimeline) {
   }
   EXPECT_EQ(peak, r.peak_activation_bytes());
   EXPECT_EQ(r.step_ns(), full.step_ns());
+  // The full timeline reaches the peak at peak_activation_ns, not before.
+  int64_t first_at_peak = -1;
+  for (const v1::MemoryPoint& p : full.memory_timeline()) {
+    if (p.activation_bytes() == full.peak_activation_bytes()) {
+      first_at_peak = p.time_ns();
+      break;
+    }
+  }
+  EXPECT_EQ(first_at_peak, full.peak_activation_ns());
 }
 
 TEST(OutputTest, SameCommandSameBytes) {
