@@ -168,7 +168,6 @@ SlackswapdProcess::SlackswapdProcess(
 
 SlackswapdProcess::~SlackswapdProcess() {
   if (pid_ > 0 && !exit_status_.has_value()) {
-    const auto t0 = SteadyClock::now();
     kill(pid_, SIGTERM);
     std::optional<int> status = WaitPid(pid_, std::chrono::seconds(20));
     if (!status.has_value()) {
