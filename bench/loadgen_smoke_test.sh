@@ -11,28 +11,20 @@ SLACKSWAPD=$1
 LOADGEN=$2
 dir=$(mktemp -d /tmp/loadgen-smoke.XXXXXX)
 log=$dir/slackswapd.log
-"$SLACKSWAPD" --host=127.0.0.1 --port=0 --metrics_host=127.0.0.1 \
-  --metrics_port=0 --cache_mb=16 2>"$log" &
-pid=$!
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+SERVER_PID=""
 cleanup() {
-  if [[ -n $pid ]]; then kill -TERM "$pid" 2>/dev/null || true; fi
+  if [[ -n $SERVER_PID ]]; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+  fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
-first=""
-for _ in $(seq 100); do
-  if [[ $(wc -l <"$log") -ge 1 ]]; then
-    first=$(head -n 1 "$log")
-    break
-  fi
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [[ $first != *'"msg":"serving"'* ]]; then
+if ! start_slackswapd "$SLACKSWAPD" "$log" --cache_mb=16; then
   echo "loadgen_smoke: slackswapd did not start: $(cat "$log")"
   exit 1
 fi
-port=$(sed -n 's/.*"port":"\([0-9]*\)".*/\1/p' <<<"$first")
+port=$PORT
 
 # Refuses a non-loopback server before sending anything.
 if "$LOADGEN" --server=192.0.2.1:"$port" --requests=1 >/dev/null 2>&1; then
@@ -43,10 +35,10 @@ fi
 rc=0
 "$LOADGEN" --server="127.0.0.1:$port" --requests=100 --concurrency=4 \
   --duration_s=60 --distinct=3 --invalid_every=10 || rc=$?
-kill -TERM "$pid"
+kill -TERM "$SERVER_PID"
 src=0
-wait "$pid" || src=$?
-pid=""
+wait "$SERVER_PID" || src=$?
+SERVER_PID=""
 if [[ $rc -ne 0 ]]; then
   echo "loadgen_smoke: loadgen exited $rc"
   exit 1

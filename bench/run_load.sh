@@ -13,6 +13,7 @@
 # temporary directory). Prints one table row per run; exits non-zero if a
 # valid call failed or slackswapd did not exit 0 on SIGTERM.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 BUILD=${1:-${BUILD_DIR:-build}}
 SLACKSWAPD=$BUILD/server/slackswapd
@@ -47,27 +48,15 @@ trap cleanup EXIT
 # and sets SERVER_PID and PORT from its first log line.
 start_server() {
   local cache_mb=$1 log=$2
-  "$SLACKSWAPD" --host=127.0.0.1 --port=0 --metrics_host=127.0.0.1 \
-    --metrics_port=0 --cache_mb="$cache_mb" --threads="$SERVER_THREADS" \
-    2>"$log" &
-  SERVER_PID=$!
-  local first=""
-  for _ in $(seq 100); do
-    if [[ -f $log && $(wc -l <"$log") -ge 1 ]]; then
-      first=$(head -n 1 "$log")
-      break
-    fi
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ $first != *'"msg":"serving"'* ]]; then
+  if ! start_slackswapd "$SLACKSWAPD" "$log" --cache_mb="$cache_mb" \
+    --threads="$SERVER_THREADS"; then
     echo "run_load.sh: slackswapd did not start; log:" >&2
     cat "$log" >&2
     exit 1
   fi
-  PORT=$(sed -n 's/.*"port":"\([0-9]*\)".*/\1/p' <<<"$first")
   local threads
-  threads=$(sed -n 's/.*"threads":"\([0-9]*\)".*/\1/p' <<<"$first")
+  threads=$(sed -n 's/.*"threads":"\([0-9]*\)".*/\1/p' \
+    <<<"$SERVER_FIRST_LINE")
   echo "# slackswapd pid $SERVER_PID on 127.0.0.1:$PORT, $threads worker" \
     "threads, cache ${cache_mb} MiB"
 }

@@ -75,18 +75,7 @@ Graph BuildGraph(const std::string& workload) {
     return OrDie(BuildTransformer(OrDie(FindPreset(workload), workload)),
                  workload);
   }
-  // ops(L) = fixed + L * per_layer; solve for ~kSyntheticOps.
-  TransformerConfig c = OrDie(FindPreset("gpt2-xl"), "gpt2-xl");
-  c.layers = 1;
-  const int64_t one = OrDie(BuildTransformer(c), "gpt2-xl").ops.size();
-  c.layers = 2;
-  const int64_t two = OrDie(BuildTransformer(c), "gpt2-xl").ops.size();
-  const int64_t per_layer = two - one;
-  c.layers =
-      static_cast<int32_t>((kSyntheticOps - (one - per_layer)) / per_layer);
-  Graph g = OrDie(BuildTransformer(c), "synthetic gpt2-xl");
-  g.name = absl::StrCat("gpt2-xl x", c.layers, " layers");
-  return g;
+  return SyntheticTransformer(kSyntheticOps);
 }
 
 // Every other saved activation (in production order) swapped, prefetched
@@ -174,14 +163,14 @@ void Report(benchmark::State& state, int64_t events, const SimResult& last) {
   state.counters["throughput_retained"] = last.throughput_retained;
 }
 
-void BM_EventLoop(benchmark::State& state, const std::string& workload,
-                  const std::string& plan) {
-  const Case& c = *GetCase(workload, plan);
+// Runs `simulate` (returning absl::StatusOr<SimResult>) once per iteration
+// and reports its events per second.
+template <typename SimulateFn>
+void RunSimulations(benchmark::State& state, SimulateFn simulate) {
   int64_t events = 0;
   SimResult last;
   for (auto _ : state) {
-    absl::StatusOr<SimResult> r =
-        SimulateSchedule(c.graph, c.hw, c.durations, c.schedule, c.opts);
+    absl::StatusOr<SimResult> r = simulate();
     if (!r.ok()) {
       state.SkipWithError(r.status().ToString().c_str());
       return;
@@ -191,27 +180,26 @@ void BM_EventLoop(benchmark::State& state, const std::string& workload,
     last = *std::move(r);
   }
   Report(state, events, last);
+}
+
+void BM_EventLoop(benchmark::State& state, const std::string& workload,
+                  const std::string& plan) {
+  const Case& c = *GetCase(workload, plan);
+  RunSimulations(state, [&c] {
+    return SimulateSchedule(c.graph, c.hw, c.durations, c.schedule, c.opts);
+  });
 }
 
 void BM_Simulate(benchmark::State& state, const std::string& workload,
                  const std::string& plan) {
   const Case& c = *GetCase(workload, plan);
-  int64_t events = 0;
-  SimResult last;
-  for (auto _ : state) {
-    absl::StatusOr<SimResult> r = Simulate(c.graph, c.hw, c.plan, c.opts);
-    if (!r.ok()) {
-      state.SkipWithError(r.status().ToString().c_str());
-      return;
-    }
-    events += r->events_processed;
-    benchmark::DoNotOptimize(r->step_ns);
-    last = *std::move(r);
-  }
-  Report(state, events, last);
+  RunSimulations(state,
+                 [&c] { return Simulate(c.graph, c.hw, c.plan, c.opts); });
 }
 
-void RegisterAll() {
+}  // namespace
+
+void RegisterBenchmarks() {
   for (const std::string workload :
        {"bert-large", "gpt2-xl", "llama-7b", "synthetic-100k"}) {
     for (const std::string plan : {"keep_all", "mixed"}) {
@@ -225,12 +213,5 @@ void RegisterAll() {
     }
   }
 }
-
-}  // namespace
-}  // namespace slackswap
-
-namespace slackswap {
-
-void RegisterBenchmarks() { RegisterAll(); }
 
 }  // namespace slackswap

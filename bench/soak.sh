@@ -68,8 +68,8 @@ wait "$LOAD_PID" || true
 rss_end=$(rss_kb)
 rss_max=$(awk '{ if ($2 > m) m = $2 } END { print m }' "$OUT_DIR/rss.txt")
 kill -TERM "$SERVER_PID"
-wait "$SERVER_PID"
-soak_exit=$?
+soak_exit=0
+wait "$SERVER_PID" || soak_exit=$?
 SERVER_PID=""
 
 failed=$(json_field "$OUT_DIR/soak.json" "sum(d['errors'].values())")
@@ -84,8 +84,8 @@ start_server "$OUT_DIR/drain_server.log"
 LOAD_PID=$!
 sleep 5
 kill -TERM "$SERVER_PID"
-wait "$SERVER_PID"
-drain_exit=$?
+drain_exit=0
+wait "$SERVER_PID" || drain_exit=$?
 SERVER_PID=""
 wait "$LOAD_PID" || true
 client_ok=$(json_field "$OUT_DIR/drain.json" "d['ok']")

@@ -54,32 +54,37 @@ struct RemoteOptions {
   std::chrono::milliseconds timeout{0};
 };
 
+std::shared_ptr<grpc::Channel> MakeChannel(const RemoteOptions& o) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxSendMessageSize(256 << 20);
+  return grpc::CreateCustomChannel(o.target, o.credentials, args);
+}
+
+// Sets the call's deadline (if o.timeout > 0) and bearer token (if any).
+void PrepareContext(const RemoteOptions& o, grpc::ClientContext* ctx) {
+  if (o.timeout.count() > 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() + o.timeout);
+  }
+  if (!o.token.empty()) {
+    ctx->AddMetadata("authorization", "Bearer " + o.token);
+  }
+}
+
 class RemoteBackend : public Backend {
  public:
   explicit RemoteBackend(RemoteOptions options)
       : options_(std::move(options)),
-        channel_(MakeChannel(options_)),
-        stub_(v1::Planner::NewStub(channel_)) {}
-
-  static std::shared_ptr<grpc::Channel> MakeChannel(const RemoteOptions& o) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(256 << 20);
-    args.SetMaxSendMessageSize(256 << 20);
-    return grpc::CreateCustomChannel(o.target, o.credentials, args);
-  }
+        stub_(v1::Planner::NewStub(MakeChannel(options_))) {}
 
   absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& req) override {
-    grpc::ClientContext ctx;
-    Prepare(ctx);
-    v1::PlanResponse resp;
-    SLACKSWAP_RETURN_IF_ERROR(FromGrpc(stub_->Plan(&ctx, req, &resp)));
-    return resp;
+    return Call(&v1::Planner::Stub::Plan, req);
   }
   absl::Status Sweep(const v1::SweepRequest& req,
                      const std::function<void(const v1::SweepResponse&)>&
                          on_message) override {
     grpc::ClientContext ctx;
-    Prepare(ctx);
+    PrepareContext(options_, &ctx);
     std::unique_ptr<grpc::ClientReader<v1::SweepResponse>> reader =
         stub_->Sweep(&ctx, req);
     v1::SweepResponse msg;
@@ -88,35 +93,30 @@ class RemoteBackend : public Backend {
   }
   absl::StatusOr<v1::SimulateResponse> Simulate(
       const v1::SimulateRequest& req) override {
-    grpc::ClientContext ctx;
-    Prepare(ctx);
-    v1::SimulateResponse resp;
-    SLACKSWAP_RETURN_IF_ERROR(FromGrpc(stub_->Simulate(&ctx, req, &resp)));
-    return resp;
+    return Call(&v1::Planner::Stub::Simulate, req);
   }
   absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
       const v1::GetWorkloadRequest& req) override {
-    grpc::ClientContext ctx;
-    Prepare(ctx);
-    v1::GetWorkloadResponse resp;
-    SLACKSWAP_RETURN_IF_ERROR(FromGrpc(stub_->GetWorkload(&ctx, req, &resp)));
-    return resp;
-  }
-
-  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
-  void Prepare(grpc::ClientContext& ctx) const {
-    if (options_.timeout.count() > 0) {
-      ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
-    }
-    if (!options_.token.empty()) {
-      ctx.AddMetadata("authorization", "Bearer " + options_.token);
-    }
+    return Call(&v1::Planner::Stub::GetWorkload, req);
   }
 
  private:
+  // One unary call of the stub's `method`.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(
+      grpc::Status (v1::Planner::Stub::*method)(grpc::ClientContext*,
+                                                const Request&, Response*),
+      const Request& req) const {
+    grpc::ClientContext ctx;
+    PrepareContext(options_, &ctx);
+    Response resp;
+    SLACKSWAP_RETURN_IF_ERROR(
+        FromGrpc((stub_.get()->*method)(&ctx, req, &resp)));
+    return resp;
+  }
+
   // Immutable after construction.
   const RemoteOptions options_;
-  const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Planner::Stub> stub_;
 };
 
@@ -188,11 +188,9 @@ absl::Status CheckHealth(const Flags& flags) {
   }
   SLACKSWAP_ASSIGN_OR_RETURN(RemoteOptions o, RemoteOptionsFromFlags(flags));
   if (o.timeout.count() == 0) o.timeout = std::chrono::seconds(5);
-  auto channel = RemoteBackend::MakeChannel(o);
-  auto stub = grpc::health::v1::Health::NewStub(channel);
+  auto stub = grpc::health::v1::Health::NewStub(MakeChannel(o));
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + o.timeout);
-  if (!o.token.empty()) ctx.AddMetadata("authorization", "Bearer " + o.token);
+  PrepareContext(o, &ctx);
   grpc::health::v1::HealthCheckRequest req;
   grpc::health::v1::HealthCheckResponse resp;
   SLACKSWAP_RETURN_IF_ERROR(FromGrpc(stub->Check(&ctx, req, &resp)));

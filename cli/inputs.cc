@@ -1,7 +1,9 @@
 #include "cli/inputs.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "core/planning_core.h"
 #include "io/convert.h"
 #include "io/proto_file.h"
 #include "planner/budget.h"
@@ -70,17 +72,45 @@ absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags) {
   return step;
 }
 
-absl::Status BudgetFromFlags(const Flags& flags,
-                             const std::function<void(int64_t)>& set_bytes,
-                             const std::function<void(double)>& set_fraction) {
-  SLACKSWAP_ASSIGN_OR_RETURN(Budget budget,
-                             ParseBudget(flags.Get("budget").value_or("")));
-  if (budget.bytes > 0) {
-    set_bytes(budget.bytes);
-  } else {
-    set_fraction(budget.fraction);
+absl::StatusOr<Budget> BudgetFromFlags(const Flags& flags) {
+  return ParseBudget(flags.Get("budget").value_or(""));
+}
+
+void AddPolicies(const Flags& flags,
+                 google::protobuf::RepeatedPtrField<std::string>* out) {
+  const std::string spec = flags.Get("policy").value_or("all");
+  if (spec == "all") return;  // empty: every policy
+  for (absl::string_view name : absl::StrSplit(spec, ',')) {
+    out->Add(std::string(name));
   }
-  return absl::OkStatus();
+}
+
+int32_t MaxTimelinePoints() { return CoreLimits{}.max_timeline_points; }
+
+absl::StatusOr<std::optional<int32_t>> TimelinePointsFromFlags(
+    const Flags& flags) {
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> points,
+                             flags.GetInt("timeline-points"));
+  if (!points.has_value()) return std::nullopt;
+  if (*points < 1 || *points > MaxTimelinePoints()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--timeline-points must be in [1, ", MaxTimelinePoints(), "]"));
+  }
+  return static_cast<int32_t>(*points);
+}
+
+std::string StepGraphName(const v1::StepSpec& step) {
+  return step.has_workload() ? step.workload().name()
+                             : step.graph_inline().name();
+}
+
+std::string StepHardwareName(const v1::StepSpec& step) {
+  return step.has_hardware_inline() ? step.hardware_inline().name()
+                                    : step.hardware_name();
+}
+
+std::string StepTitle(const v1::StepSpec& step) {
+  return StepGraphName(step) + " on " + StepHardwareName(step);
 }
 
 std::set<std::string> Join(std::set<std::string> a,

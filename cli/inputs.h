@@ -4,11 +4,15 @@
 #ifndef SLACKSWAP_CLI_INPUTS_H_
 #define SLACKSWAP_CLI_INPUTS_H_
 
+#include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "planner/budget.h"
 #include "slackswap/v1/planner_service.pb.h"
 
 namespace slackswap {
@@ -21,11 +25,41 @@ const std::set<std::string>& StepFlags();
 absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags);
 absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags);
 
-// --budget B: a fraction (0.5) or bytes with a unit (20GB). Calls exactly one
-// of the setters.
-absl::Status BudgetFromFlags(const Flags& flags,
-                             const std::function<void(int64_t)>& set_bytes,
-                             const std::function<void(double)>& set_fraction);
+// --budget B: a fraction (0.5) or bytes with a unit (20GB).
+absl::StatusOr<Budget> BudgetFromFlags(const Flags& flags);
+
+// Sets `req`'s budget_bytes or budget_fraction (a PlanRequest or
+// SimulateRequest) from --budget, as BudgetFromFlags reads it.
+template <typename Request>
+absl::Status SetBudgetFromFlags(const Flags& flags, Request* req) {
+  absl::StatusOr<Budget> budget = BudgetFromFlags(flags);
+  if (!budget.ok()) return budget.status();
+  if (budget->bytes > 0) {
+    req->set_budget_bytes(budget->bytes);
+  } else {
+    req->set_budget_fraction(budget->fraction);
+  }
+  return absl::OkStatus();
+}
+
+// --policy NAME[,NAME...]|all (default all): adds the names to `out`; none
+// for all, which the backend reads as every policy.
+void AddPolicies(const Flags& flags,
+                 google::protobuf::RepeatedPtrField<std::string>* out);
+
+// --timeline-points N, in [1, CoreLimits::max_timeline_points]; nullopt when
+// not given.
+absl::StatusOr<std::optional<int32_t>> TimelinePointsFromFlags(
+    const Flags& flags);
+
+// The most timeline points a request may ask for (the core's limit).
+int32_t MaxTimelinePoints();
+
+// The step's graph name (the workload's or the inline graph's) and its
+// hardware name; a simulation's title is "GRAPH on HARDWARE" (StepTitle).
+std::string StepGraphName(const v1::StepSpec& step);
+std::string StepHardwareName(const v1::StepSpec& step);
+std::string StepTitle(const v1::StepSpec& step);
 
 // Flag sets joined.
 std::set<std::string> Join(std::set<std::string> a,

@@ -3,7 +3,6 @@
 //   [--timeline-points N] [--reasons] [--server HOST:PORT ...]
 #include <ostream>
 
-#include "absl/strings/str_split.h"
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
@@ -12,16 +11,6 @@
 #include "io/proto_file.h"
 
 namespace slackswap {
-
-absl::Status AddPolicies(const Flags& flags,
-                         google::protobuf::RepeatedPtrField<std::string>* out) {
-  const std::string spec = flags.Get("policy").value_or("all");
-  if (spec == "all") return absl::OkStatus();  // empty: every policy
-  for (absl::string_view name : absl::StrSplit(spec, ',')) {
-    out->Add(std::string(name));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status RunPlan(const Args& args, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(
@@ -36,19 +25,13 @@ absl::Status RunPlan(const Args& args, std::ostream& out) {
   }
   v1::PlanRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
-  SLACKSWAP_RETURN_IF_ERROR(BudgetFromFlags(
-      flags, [&](int64_t b) { req.set_budget_bytes(b); },
-      [&](double f) { req.set_budget_fraction(f); }));
-  SLACKSWAP_RETURN_IF_ERROR(AddPolicies(flags, req.mutable_policies()));
+  SLACKSWAP_RETURN_IF_ERROR(SetBudgetFromFlags(flags, &req));
+  AddPolicies(flags, req.mutable_policies());
   if (flags.Has("out") && req.policies_size() != 1) {
     return absl::InvalidArgumentError("--out needs exactly one --policy");
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> points,
-                             flags.GetInt("timeline-points"));
-  if (points.has_value() && (*points < 1 || *points > 100000)) {
-    return absl::InvalidArgumentError(
-        "--timeline-points must be in [1, 100000]");
-  }
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int32_t> points,
+                             TimelinePointsFromFlags(flags));
   req.set_timeline_points(points.value_or(0));
   // Plans written to a file keep their reasons.
   req.set_include_reasons(flags.Has("reasons") || flags.Has("out") ||

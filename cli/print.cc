@@ -4,11 +4,6 @@
 #include "planner/budget.h"
 
 namespace slackswap {
-namespace {
-
-std::string Ms(int64_t ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
-
-}  // namespace
 
 void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
                      std::ostream& out) {
@@ -19,13 +14,13 @@ void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
     out << "  infeasible: " << r.infeasible_reason() << "\n";
     return;
   }
-  out << absl::StrFormat("  step              %s (ideal %s)\n", Ms(r.step_ns()),
-                         Ms(r.ideal_step_ns()));
+  out << absl::StrFormat("  step              %s (ideal %s)\n",
+                         FormatMs(r.step_ns()), FormatMs(r.ideal_step_ns()));
   out << absl::StrFormat("  throughput        %.2f%% of ideal\n",
                          100 * r.throughput_retained());
   out << absl::StrFormat("  peak activation   %s at %s (unconstrained %s)\n",
                          FormatBytes(r.peak_activation_bytes()),
-                         Ms(r.peak_activation_ns()),
+                         FormatMs(r.peak_activation_ns()),
                          FormatBytes(r.unconstrained_peak_bytes()));
   out << absl::StrFormat("  peak transient    %s, static %s\n",
                          FormatBytes(r.peak_transient_bytes()),
@@ -34,11 +29,11 @@ void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
                          r.swapped_tensors(), FormatBytes(r.d2h_bytes()),
                          FormatBytes(r.h2d_bytes()));
   out << absl::StrFormat("  recomputed        %d tensors, %s of compute\n",
-                         r.recomputed_tensors(), Ms(r.recompute_ns()));
+                         r.recomputed_tensors(), FormatMs(r.recompute_ns()));
   out << absl::StrFormat(
       "  stalls            prefetch %s, swap-out %s, memory %s\n",
-      Ms(r.stalls().prefetch_ns()), Ms(r.stalls().swap_out_ns()),
-      Ms(r.stalls().memory_ns()));
+      FormatMs(r.stalls().prefetch_ns()), FormatMs(r.stalls().swap_out_ns()),
+      FormatMs(r.stalls().memory_ns()));
 }
 
 void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {

@@ -27,18 +27,17 @@ absl::Status RunSimulate(const Args& args, std::ostream& out) {
         ReadProtoFile(*flags.Get("plan"), req.mutable_plan()));
   }
   if (flags.Has("budget")) {
-    SLACKSWAP_RETURN_IF_ERROR(BudgetFromFlags(
-        flags, [&](int64_t b) { req.set_budget_bytes(b); },
-        [&](double f) { req.set_budget_fraction(f); }));
+    SLACKSWAP_RETURN_IF_ERROR(SetBudgetFromFlags(flags, &req));
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> points,
-                             flags.GetInt("timeline-points"));
-  if (points.has_value() && (*points < 1 || *points > 100000)) {
-    return absl::InvalidArgumentError(
-        "--timeline-points must be in [1, 100000]");
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int32_t> points,
+                             TimelinePointsFromFlags(flags));
+  // The whole timeline by default for --json and --trace, which show what
+  // happened; the text summary prints none, so asks for none.
+  if (points.has_value()) {
+    req.set_timeline_points(*points);
+  } else if (flags.Has("json") || flags.Has("trace")) {
+    req.set_timeline_points(MaxTimelinePoints());
   }
-  // The whole timeline by default: --json and --trace show what happened.
-  req.set_timeline_points(points.value_or(100000));
   req.set_include_events(flags.Has("trace"));
   req.set_budget_covers_all_memory(flags.Has("budget-all-memory"));
 
@@ -46,12 +45,7 @@ absl::Status RunSimulate(const Args& args, std::ostream& out) {
                              BackendFromFlags(flags));
   SLACKSWAP_ASSIGN_OR_RETURN(v1::SimulateResponse resp, backend->Simulate(req));
   v1::SimulationResult& r = *resp.mutable_result();
-  const std::string title =
-      (req.step().has_workload() ? req.step().workload().name()
-                                 : req.step().graph_inline().name()) +
-      " on " +
-      (req.step().has_hardware_inline() ? req.step().hardware_inline().name()
-                                        : req.step().hardware_name());
+  const std::string title = StepTitle(req.step());
   if (flags.Has("trace")) {
     SLACKSWAP_RETURN_IF_ERROR(
         WriteFile(*flags.Get("trace"), ChromeTraceJson(r, title)));

@@ -16,9 +16,6 @@
 
 namespace slackswap {
 
-absl::Status AddPolicies(const Flags& flags,
-                         google::protobuf::RepeatedPtrField<std::string>* out);
-
 absl::Status RunSweep(const Args& args, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(
       Flags flags, Flags::Parse(args,
@@ -42,7 +39,7 @@ absl::Status RunSweep(const Args& args, std::ostream& out) {
   req.set_from(v[0]);
   req.set_to(v[1]);
   req.set_step_fraction(v[2]);
-  SLACKSWAP_RETURN_IF_ERROR(AddPolicies(flags, req.mutable_policies()));
+  AddPolicies(flags, req.mutable_policies());
   SLACKSWAP_ASSIGN_OR_RETURN(std::optional<double> target,
                              flags.GetDouble("target"));
   if (target.has_value()) {
@@ -55,23 +52,17 @@ absl::Status RunSweep(const Args& args, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                              BackendFromFlags(flags));
   v1::SweepReport report;
-  const v1::StepSpec& step = req.step();
-  report.set_graph_name(step.has_workload() ? step.workload().name()
-                                            : step.graph_inline().name());
-  report.set_hardware_name(step.has_hardware_inline()
-                               ? step.hardware_inline().name()
-                               : step.hardware_name());
+  report.set_graph_name(StepGraphName(req.step()));
+  report.set_hardware_name(StepHardwareName(req.step()));
   SLACKSWAP_RETURN_IF_ERROR(
       backend->Sweep(req, [&](const v1::SweepResponse& msg) {
-        if (msg.has_point()) *report.add_points() = msg.point();
+        if (msg.has_point()) {
+          *report.add_points() = msg.point();
+          report.set_unconstrained_peak_bytes(msg.unconstrained_peak_bytes());
+        }
         if (msg.has_target()) *report.add_targets() = msg.target();
         if (msg.has_minimum()) *report.add_minimums() = msg.minimum();
       }));
-  if (report.points_size() > 0) {
-    const v1::SweepPoint& p = report.points(0);
-    report.set_unconstrained_peak_bytes(static_cast<int64_t>(
-        p.budget_bytes() / std::max(1e-12, p.budget_fraction()) + 0.5));
-  }
   if (flags.Has("json")) {
     out << ToJson(report);
   } else if (flags.Has("csv")) {

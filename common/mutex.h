@@ -20,7 +20,6 @@
 #ifndef SLACKSWAP_COMMON_MUTEX_H_
 #define SLACKSWAP_COMMON_MUTEX_H_
 
-#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -51,16 +50,6 @@ class ABSL_LOCKABLE Mutex {
     changed_.wait(lock, condition);
     lock.release();
   }
-  // As Await, giving up after `timeout`; returns the condition's value.
-  bool AwaitWithTimeout(const std::function<bool()>& condition,
-                        std::chrono::nanoseconds timeout)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    const bool met = changed_.wait_for(lock, timeout, condition);
-    lock.release();
-    return met;
-  }
-  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
  private:
   std::mutex mu_;
@@ -87,20 +76,10 @@ class Notification {
     MutexLock lock(&mu_);
     notified_ = true;
   }
-  bool HasBeenNotified() {
-    MutexLock lock(&mu_);
-    return notified_;
-  }
   void WaitForNotification() {
     MutexLock lock(&mu_);
     mu_.Await([this]()
                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; });
-  }
-  bool WaitForNotificationWithTimeout(std::chrono::nanoseconds timeout) {
-    MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(
-        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_; },
-        timeout);
   }
 
  private:

@@ -227,10 +227,7 @@ absl::Status PlanningCore::Sweep(
   const double from = req.from() == 0 ? 0.1 : req.from();
   const double to = req.to() == 0 ? 1.0 : req.to();
   const double by = req.step_fraction() == 0 ? 0.05 : req.step_fraction();
-  if (!(std::isfinite(from) && from > 0 && from <= 1000)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("from must be in (0, 1000], got ", from));
-  }
+  SLACKSWAP_RETURN_IF_ERROR(CheckFraction("from", from));
   if (!(std::isfinite(to) && to >= from && to <= 1000)) {
     return absl::InvalidArgumentError(
         absl::StrCat("to must be in [from, 1000], got ", to));
@@ -268,6 +265,7 @@ absl::Status PlanningCore::Sweep(
     for (const std::string& policy : policies) {
       SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, runner.Quiet(policy, budget));
       v1::SweepResponse msg;
+      msg.set_unconstrained_peak_bytes(peak);
       v1::SweepPoint* p = msg.mutable_point();
       p->set_policy(policy);
       p->set_budget_fraction(f);
@@ -354,7 +352,9 @@ v1::ListHardwareProfilesResponse PlanningCore::ListHardwareProfiles() const {
   return resp;
 }
 
-absl::StatusOr<v1::ListWorkloadsResponse> PlanningCore::ListWorkloads() const {
+namespace {
+
+absl::StatusOr<v1::ListWorkloadsResponse> BuildWorkloadList() {
   v1::ListWorkloadsResponse resp;
   for (const std::string& name : PresetNames()) {
     SLACKSWAP_ASSIGN_OR_RETURN(TransformerConfig c, FindPreset(name));
@@ -373,20 +373,21 @@ absl::StatusOr<v1::ListWorkloadsResponse> PlanningCore::ListWorkloads() const {
   return resp;
 }
 
+}  // namespace
+
+absl::StatusOr<v1::ListWorkloadsResponse> PlanningCore::ListWorkloads() const {
+  // The presets are fixed: their graphs are built once, on the first call.
+  static const auto* const kList =
+      new absl::StatusOr<v1::ListWorkloadsResponse>(BuildWorkloadList());
+  return *kList;
+}
+
 absl::StatusOr<v1::GetWorkloadResponse> PlanningCore::GetWorkload(
     const v1::GetWorkloadRequest& req) const {
   SLACKSWAP_ASSIGN_OR_RETURN(
-      WorkloadOverrides o,
-      ResolveOverrides(req.workload(), "workload", limits_));
-  absl::StatusOr<Graph> g = BuildWorkload(req.workload().name(), o);
-  if (!g.ok()) return InField("workload", g.status());
-  if (static_cast<int64_t>(g->ops.size()) > limits_.max_graph_ops) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("workload: ", g->ops.size(), " ops exceed the limit of ",
-                     limits_.max_graph_ops));
-  }
+      Graph g, ResolveWorkload(req.workload(), "workload", limits_));
   v1::GetWorkloadResponse resp;
-  *resp.mutable_graph() = GraphToProto(*g);
+  *resp.mutable_graph() = GraphToProto(g);
   return resp;
 }
 

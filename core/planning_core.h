@@ -74,8 +74,6 @@ class PlanningCore {
   absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
       const v1::GetWorkloadRequest& req) const;
 
-  const CoreLimits& limits() const { return limits_; }
-
  private:
   // Immutable after construction.
   const CoreLimits limits_;

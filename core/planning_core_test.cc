@@ -1,15 +1,20 @@
 #include "core/planning_core.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "core/request_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace slackswap {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::UnorderedElementsAreArray;
 
 v1::PlanRequest Gpt2Request(int64_t layers = 2) {
   v1::PlanRequest req;
@@ -168,16 +173,37 @@ TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
   req.add_policies("recompute_only");
   req.add_policies("slackswap");
   req.set_target(0.99);
-  int points = 0, targets = 0, minimums = 0;
+  absl::StatusOr<Step> step = ResolveStep(req.step(), CoreLimits{});
+  ASSERT_TRUE(step.ok()) << step.status();
+  const int64_t peak = step->graph.index.saved_bytes;
+  int points = 0, targets = 0;
+  std::vector<std::string> infeasible;  // policies, in first-seen order
+  std::vector<std::string> minimums;
   absl::Status s = core.Sweep(req, {}, [&](const v1::SweepResponse& r) {
     points += r.has_point();
     targets += r.has_target();
-    minimums += r.has_minimum();
+    if (r.has_point()) {
+      // The real peak, not one derived from a rounded budget.
+      EXPECT_EQ(r.unconstrained_peak_bytes(), peak);
+      if (!r.point().feasible() &&
+          std::find(infeasible.begin(), infeasible.end(), r.point().policy()) ==
+              infeasible.end()) {
+        infeasible.push_back(r.point().policy());
+      }
+    }
+    if (r.has_minimum()) {
+      minimums.push_back(r.minimum().policy());
+      EXPECT_GT(r.minimum().budget_bytes(), 0);
+    }
     return true;
   });
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(points, 12);  // 0.05, 0.24, ..., 1.0 for two policies
   EXPECT_EQ(targets, 2);
+  // recompute_only cannot fit 5% of the peak, so it gets a minimum; each
+  // policy infeasible somewhere gets exactly one, and no other does.
+  EXPECT_THAT(infeasible, Contains("recompute_only"));
+  EXPECT_THAT(minimums, UnorderedElementsAreArray(infeasible));
   // A stopped client stops the sweep.
   s = core.Sweep(req, {}, [](const v1::SweepResponse&) { return false; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);

@@ -16,6 +16,8 @@ absl::Status InField(const std::string& field, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(field, ": ", s.message()));
 }
 
+namespace {
+
 absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
                                                    const std::string& field,
                                                    const CoreLimits& limits) {
@@ -36,6 +38,31 @@ absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
     o.attention = *a;
   }
   return o;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
+                                      const std::string& field,
+                                      const CoreLimits& limits) {
+  SLACKSWAP_ASSIGN_OR_RETURN(WorkloadOverrides o,
+                             ResolveOverrides(ref, field, limits));
+  absl::StatusOr<Graph> graph = BuildWorkload(ref.name(), o);
+  if (!graph.ok()) return InField(field, graph.status());
+  if (static_cast<int64_t>(graph->ops.size()) > limits.max_graph_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ": ", graph->ops.size(),
+                     " ops exceed the limit of ", limits.max_graph_ops));
+  }
+  return graph;
+}
+
+absl::Status CheckFraction(const std::string& field, double fraction) {
+  if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be in (0, 1000], got ", fraction));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
@@ -61,16 +88,8 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
     }
     case v1::StepSpec::kWorkload: {
       SLACKSWAP_ASSIGN_OR_RETURN(
-          WorkloadOverrides o,
-          ResolveOverrides(spec.workload(), "step.workload", limits));
-      absl::StatusOr<Graph> graph = BuildWorkload(spec.workload().name(), o);
-      if (!graph.ok()) return InField("step.workload", graph.status());
-      step.graph = *std::move(graph);
-      if (static_cast<int64_t>(step.graph.ops.size()) > limits.max_graph_ops) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("step.workload: ", step.graph.ops.size(),
-                         " ops exceed the limit of ", limits.max_graph_ops));
-      }
+          step.graph,
+          ResolveWorkload(spec.workload(), "step.workload", limits));
       break;
     }
     default:
@@ -107,10 +126,7 @@ absl::StatusOr<int64_t> ResolveBudget(bool has_bytes, int64_t bytes,
     return bytes;
   }
   if (has_fraction) {
-    if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("budget_fraction must be in (0, 1000], got ", fraction));
-    }
+    SLACKSWAP_RETURN_IF_ERROR(CheckFraction("budget_fraction", fraction));
     return Budget::Fraction(fraction).Resolve(g.index.saved_bytes);
   }
   if (optional) return 0;

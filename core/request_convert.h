@@ -4,7 +4,10 @@
 // request field, e.g. "step.workload.name: unknown workload 'gpt5'".
 //
 //   absl::StatusOr<Step> step = ResolveStep(req.step(), limits);
-//   absl::StatusOr<int64_t> budget = ResolveBudget(req, step->graph);
+//   absl::StatusOr<int64_t> budget = ResolveBudget(
+//       req.budget_case() == v1::PlanRequest::kBudgetBytes, req.budget_bytes(),
+//       req.budget_case() == v1::PlanRequest::kBudgetFraction,
+//       req.budget_fraction(), step->graph, /*optional=*/false);
 #ifndef SLACKSWAP_CORE_REQUEST_CONVERT_H_
 #define SLACKSWAP_CORE_REQUEST_CONVERT_H_
 
@@ -27,9 +30,14 @@ struct Step {
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits);
 
-absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
-                                                   const std::string& field,
-                                                   const CoreLimits& limits);
+// Builds the named workload with the reference's overrides; errors name
+// `field` (e.g. "step.workload"). RESOURCE_EXHAUSTED above limits.
+absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
+                                      const std::string& field,
+                                      const CoreLimits& limits);
+
+// INVALID_ARGUMENT naming `field` unless `fraction` is in (0, 1000].
+absl::Status CheckFraction(const std::string& field, double fraction);
 
 // Bytes from a budget oneof: `bytes` if set, else `fraction` of the graph's
 // unconstrained peak. `has_*` say which was set; neither: no limit (0) when

@@ -1,6 +1,5 @@
 #include "io/proto_file.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>

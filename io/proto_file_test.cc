@@ -81,6 +81,20 @@ TEST(ProtoFileTest, GarbageAndTruncatedInputAreClearErrors) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("g.pb: not a valid binary"));
 }
 
+TEST(ProtoFileTest, AJsonErrorIsOneLineOfPrintableText) {
+  // The JSON parser quotes the input, newlines and raw bytes included.
+  v1::OperatorGraph g;
+  absl::Status s = ParseProto("{\"name\": \"a\n\xff\xfe\",\n oops}",
+                              FileFormat::kJson, "g.json", &g);
+  ASSERT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(s.message());
+  EXPECT_THAT(message, HasSubstr("g.json: not a valid JSON OperatorGraph"));
+  for (char c : message) {
+    EXPECT_TRUE(c >= 0x20 && c <= 0x7e)
+        << "byte " << static_cast<int>(c) << " in: " << message;
+  }
+}
+
 TEST(ProtoFileTest, BinaryOutputIsDeterministic) {
   EXPECT_EQ(*SerializeProto(Sample(), FileFormat::kBinary),
             *SerializeProto(Sample(), FileFormat::kBinary));

@@ -67,12 +67,8 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw) {
   }
   const int32_t first_bwd =
       idx.first_backward_op == kNone ? num_ops : idx.first_backward_op;
-  a.peak_after_op = first_bwd - 1;
   a.forward_ns = first_bwd == 0 ? 0 : a.op_end_ns[first_bwd - 1];
-  a.backward_ns = now - a.forward_ns;
   a.unconstrained_peak_bytes = idx.saved_bytes;
-  a.d2h_slack_bytes = static_cast<int64_t>(a.forward_ns * hw.d2h_gbps);
-  a.h2d_slack_bytes = static_cast<int64_t>(a.backward_ns * hw.h2d_gbps);
 
   const Plan keep_all = Plan::KeepAll(g);
   a.candidate_of.assign(g.tensors.size(), kNone);
@@ -87,10 +83,6 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw) {
     c.d2h_ns = hw.TransferNs(c.bytes, Direction::kD2H, false);
     c.h2d_ns = hw.TransferNs(c.bytes, Direction::kH2D, false);
     c.recompute_ns = RecomputeCostNs(g, a.durations, keep_all, t);
-    c.swap_out_window_ns =
-        std::max<int64_t>(0, a.forward_ns - a.op_end_ns[c.producer]);
-    c.prefetch_window_ns =
-        std::max<int64_t>(0, a.op_start_ns[c.first_bwd_use] - a.forward_ns);
     a.candidate_of[t] = static_cast<int32_t>(a.candidates.size());
     a.candidates.push_back(c);
   }

@@ -1,19 +1,12 @@
 // What every policy needs to know about one training step on one GPU: the
 // saved activations (the candidates) with their sizes, uses, transfer times
-// and recompute costs, the unconstrained peak, the ideal timeline, and the
-// hidden-transfer capacity ("slack") per direction.
+// and recompute costs, the unconstrained peak and the ideal timeline. The
+// hidden-transfer capacity ("slack") built on it is planner/slack.h.
 //
 //   absl::StatusOr<StepAnalysis> a = AnalyzeStep(graph, hw);
 //   for (const Candidate& c : a->candidates) {
 //     double seconds_per_byte = c.recompute_ns / 1e9 / c.bytes;
 //   }
-//
-// Slack: a swap-out of t can hide under the compute between t's producer
-// finishing and the end of the forward pass (after which the memory is at
-// its peak and needed); a prefetch under the backward compute between the
-// first backward op and t's first backward use. The capacities below are
-// those windows summed over the D2H and H2D streams, each of which moves one
-// copy at a time.
 #ifndef SLACKSWAP_PLANNER_ANALYSIS_H_
 #define SLACKSWAP_PLANNER_ANALYSIS_H_
 
@@ -41,12 +34,6 @@ struct Candidate {
   // Rebuilding it when nothing else is dropped (its chain through unsaved
   // forward tensors included).
   int64_t recompute_ns = 0;
-  // Ideal-timeline window a swap-out can hide in: producer end to the end of
-  // the forward pass.
-  int64_t swap_out_window_ns = 0;
-  // Ideal-timeline window a prefetch can hide in: start of backward to the
-  // first backward use.
-  int64_t prefetch_window_ns = 0;
 };
 
 struct StepAnalysis {
@@ -59,14 +46,8 @@ struct StepAnalysis {
   // Index into candidates by tensor, or kNone.
   std::vector<int32_t> candidate_of;
   int64_t unconstrained_peak_bytes = 0;
-  // The op after which the peak is reached (the last forward op).
-  int32_t peak_after_op = kNone;
+  // When the forward pass ends on the ideal timeline.
   int64_t forward_ns = 0;
-  int64_t backward_ns = 0;
-  // Bytes each stream can move hidden under compute: forward time x D2H
-  // rate, backward time x H2D rate.
-  int64_t d2h_slack_bytes = 0;
-  int64_t h2d_slack_bytes = 0;
 };
 
 // REQUIRES: IndexGraph(g) succeeded, hw validated.

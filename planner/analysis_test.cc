@@ -32,9 +32,9 @@ TEST(AnalyzeStepTest, DescribesCandidatesAndTheIdealTimeline) {
   absl::StatusOr<StepAnalysis> a = AnalyzeStep(c.g, TestLink());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->forward_ns, 60);
-  EXPECT_EQ(a->backward_ns, 90);
+  EXPECT_EQ(a->op_start_ns[3], 60);     // b_z
+  EXPECT_EQ(a->op_end_ns.back(), 150);  // b_x
   EXPECT_EQ(a->unconstrained_peak_bytes, 3100);
-  EXPECT_EQ(a->peak_after_op, 2);
   ASSERT_EQ(a->candidates.size(), 2u);  // x and z; y is not saved
   const Candidate& z = a->candidates[a->candidate_of[c.z]];
   EXPECT_EQ(z.bytes, 3000);
@@ -42,14 +42,13 @@ TEST(AnalyzeStepTest, DescribesCandidatesAndTheIdealTimeline) {
   EXPECT_EQ(z.h2d_ns, 3000);
   // Rebuilding z re-runs f2, and f1 for the unsaved y: a chain.
   EXPECT_EQ(z.recompute_ns, 50);
-  EXPECT_EQ(z.swap_out_window_ns, 0);  // made by the last forward op
-  EXPECT_EQ(z.prefetch_window_ns, 0);  // read by the first backward op
+  EXPECT_EQ(z.producer, 2);
+  EXPECT_EQ(z.last_fwd_use, kNone);  // read only in backward
+  EXPECT_EQ(z.first_bwd_use, 3);
   const Candidate& x = a->candidates[a->candidate_of[c.x]];
   EXPECT_EQ(x.recompute_ns, 10);
-  EXPECT_EQ(x.swap_out_window_ns, 50);  // f1 and f2 run after f0
-  EXPECT_EQ(x.prefetch_window_ns, 40);  // b_z runs before b_x
-  EXPECT_EQ(a->d2h_slack_bytes, 60);
-  EXPECT_EQ(a->h2d_slack_bytes, 90);
+  EXPECT_EQ(x.last_fwd_use, 1);   // f1
+  EXPECT_EQ(x.first_bwd_use, 4);  // b_x
 }
 
 TEST(RecomputeCostTest, ChainsThroughWhatThePlanDrops) {

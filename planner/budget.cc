@@ -73,4 +73,8 @@ std::string FormatBytes(int64_t bytes) {
   return absl::StrCat(bytes, " B");
 }
 
+std::string FormatMs(int64_t ns) {
+  return absl::StrFormat("%.3f ms", ns / 1e6);
+}
+
 }  // namespace slackswap

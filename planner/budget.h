@@ -34,6 +34,9 @@ absl::StatusOr<Budget> ParseBudget(absl::string_view text);
 // "7.05 GB": decimal units with three significant figures.
 std::string FormatBytes(int64_t bytes);
 
+// "0.174 ms": nanoseconds as milliseconds with three decimals.
+std::string FormatMs(int64_t ns);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_PLANNER_BUDGET_H_

@@ -8,13 +8,12 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "planner/budget.h"
+#include "planner/policies.h"
 #include "planner/slack.h"
 #include "sim/schedule.h"
 
 namespace slackswap {
 namespace {
-
-std::string Ms(int64_t ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
 absl::Status CheckStop(const PlanningContext& ctx) {
   if (ctx.should_stop && ctx.should_stop()) {
@@ -102,7 +101,7 @@ absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
       SimResult result,
       SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
                        opts));
-  return Judged{std::move(plan), std::move(result)};
+  return Judged{std::move(plan), std::move(schedule), std::move(result)};
 }
 
 bool Better(const SimResult& a, const SimResult& b) {
@@ -163,15 +162,14 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
 }
 
 absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
-                                              const Judged& judged) {
+                                              Judged judged) {
   if (!judged.result.feasible || judged.result.recomputed_tensors == 0) {
     return judged;
   }
   const Graph& g = ctx.graph;
   const StepAnalysis& a = ctx.analysis;
-  // Replay the plan for its memory over time and when each op ran.
-  SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
-                             LowerPlan(g, judged.plan, a.durations));
+  // Replay the plan for its memory over time and when each task ran.
+  const Schedule& schedule = judged.schedule;
   SimOptions opts;
   opts.budget_bytes = ctx.budget_bytes;
   opts.record_events = true;
@@ -267,10 +265,9 @@ absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
             ? RecomputeCostNs(ctx.graph, a.durations, plan, c.tensor, &rebuilt)
             : c.recompute_ns;
     const std::string facts = absl::StrCat(
-        FormatBytes(c.bytes), "; copies ", Ms(c.d2h_ns), " out + ",
-        Ms(c.h2d_ns), " back; rebuild ", Ms(d.recompute_ns),
-        absl::StrFormat(" (%.2f us/MB)",
-                        c.recompute_ns / 1e3 / std::max(1e-6, c.bytes / 1e6)));
+        FormatBytes(c.bytes), "; copies ", FormatMs(c.d2h_ns), " out + ",
+        FormatMs(c.h2d_ns), " back; rebuild ", FormatMs(d.recompute_ns),
+        absl::StrFormat(" (%.2f us/MB)", RecomputeNsPerByte(c) * 1e3));
     switch (d.action) {
       case Action::kKeep:
         d.reason = absl::StrCat("keep: ", facts, "; ", why_keep);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "planner/plan.h"
 #include "planner/policy.h"
+#include "sim/schedule.h"
 #include "sim/simulator.h"
 
 namespace slackswap {
@@ -20,11 +21,14 @@ namespace slackswap {
 // allows each copy to land before the tensor is first needed on the ideal
 // timeline (copies run one at a time, in need order), so prefetched bytes
 // hold budget for as short a time as possible; never before the tensor's
-// last forward use.
+// last forward use. A swap needed before any op could issue its prefetch
+// becomes a recompute: the plan's decisions can change.
 absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan);
 
 struct Judged {
   Plan plan;
+  // What was simulated: `plan` lowered, for replays that record more.
+  Schedule schedule;
   SimResult result;
 };
 
@@ -41,8 +45,9 @@ struct Move {
 };
 
 // Applies the first k moves to `base` for the smallest k whose simulation
-// fits the budget (binary search: more moves never need more memory). If
-// even all moves do not fit, returns the all-moves plan, infeasible.
+// fits the budget: from the fewest moves that free enough bytes, gallops up,
+// then bisects, assuming feasibility is monotone over that useful prefix.
+// If even all moves do not fit, returns the all-moves plan, infeasible.
 absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves);
@@ -50,13 +55,13 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
 // Keeps, instead of recomputing, the recomputed tensors of `judged.plan`
 // whose memory the budget turns out not to need: replaying the plan, a
 // tensor is kept (largest rebuild first) if its bytes fit under the budget
-// everywhere between its last forward reader and its first backward use. A
-// prefix of cheapest-per-byte recomputes frees memory wherever it is cheap,
-// including where the budget does not bind (after a peak in mid-forward,
-// say). The result is simulated and returned only if it fits and beats
-// `judged`; otherwise `judged` comes back.
+// everywhere between its last forward reader and the task that rebuilds it.
+// A prefix of cheapest-per-byte recomputes frees memory wherever it is
+// cheap, including where the budget does not bind (after a peak in
+// mid-forward, say). The pruned plan is simulated and returned only if it
+// fits and beats `judged`; otherwise `judged` comes back.
 absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
-                                              const Judged& judged);
+                                              Judged judged);
 
 // Annotates each decision with its sizes and costs and a one-line reason. A
 // recomputed tensor's cost is its chain, each op counted for the first

@@ -4,10 +4,13 @@
 #define SLACKSWAP_PLANNER_POLICIES_H_
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "planner/analysis.h"
+#include "planner/plan_search.h"
 #include "planner/policy.h"
 
 namespace slackswap {
@@ -25,10 +28,38 @@ bool CanSwap(const Candidate& c);
 // Rebuild time per byte: what recomputing costs for the memory it saves.
 double RecomputeNsPerByte(const Candidate& c);
 
+// Orders candidates cheapest rebuild per byte first (most memory saved per
+// second of recompute).
+bool CheaperToRebuildPerByte(const Candidate& x, const Candidate& y);
+
 // Candidates passing `keep`, ordered by `less` (ties by production order).
 std::vector<const Candidate*> OrderCandidates(
     const StepAnalysis& a, const std::function<bool(const Candidate&)>& keep,
     const std::function<bool(const Candidate&, const Candidate&)>& less);
+
+// The swaps the slack (planner/slack.h) admits, trying `order` in turn,
+// while the host copies fit in pinned memory; stops once the admitted bytes
+// reach `enough_bytes`.
+std::vector<int32_t> AdmitToSlack(
+    const PlanningContext& ctx, const std::vector<const Candidate*>& order,
+    int64_t enough_bytes = std::numeric_limits<int64_t>::max());
+
+// Recompute moves for the tensors `base` keeps, cheapest rebuild per byte
+// first.
+std::vector<Move> CheapestRecomputeMoves(const StepAnalysis& a,
+                                         const Plan& base);
+
+// Recomputes as few of the tensors `base` keeps as the budget allows,
+// cheapest rebuild per byte first (checked by simulation), then keeps those
+// it turns out not to need (KeepNeedlessRecomputes).
+absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
+                                                const Plan& base);
+
+// Swaps as few of the tensors `base` keeps as the budget allows, largest
+// first (vDNN-style offload), while the host copies, `base`'s swaps
+// included, fit in pinned memory.
+absl::StatusOr<Judged> SwapLargestThatFit(const PlanningContext& ctx,
+                                          const Plan& base);
 
 }  // namespace slackswap
 

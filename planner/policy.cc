@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "planner/plan_search.h"
 #include "planner/policies.h"
+#include "planner/slack.h"
 
 namespace slackswap {
 
@@ -17,6 +18,10 @@ bool CanSwap(const Candidate& c) {
 double RecomputeNsPerByte(const Candidate& c) {
   return static_cast<double>(c.recompute_ns) /
          static_cast<double>(std::max<int64_t>(1, c.bytes));
+}
+
+bool CheaperToRebuildPerByte(const Candidate& x, const Candidate& y) {
+  return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);
 }
 
 std::vector<const Candidate*> OrderCandidates(
@@ -30,6 +35,69 @@ std::vector<const Candidate*> OrderCandidates(
       out.begin(), out.end(),
       [&](const Candidate* x, const Candidate* y) { return less(*x, *y); });
   return out;
+}
+
+std::vector<int32_t> AdmitToSlack(const PlanningContext& ctx,
+                                  const std::vector<const Candidate*>& order,
+                                  int64_t enough_bytes) {
+  const StepAnalysis& a = ctx.analysis;
+  std::vector<int32_t> admitted;
+  SlackFiller filler(a);
+  int64_t host_bytes = 0;
+  for (const Candidate* c : order) {
+    if (host_bytes >= enough_bytes) break;
+    if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
+    if (filler.TryAdmit(a.candidate_of[c->tensor])) {
+      admitted.push_back(c->tensor);
+      host_bytes += c->bytes;
+    }
+  }
+  return admitted;
+}
+
+std::vector<Move> CheapestRecomputeMoves(const StepAnalysis& a,
+                                         const Plan& base) {
+  auto kept = [&](const Candidate& c) {
+    return base.decisions[c.tensor].action == Action::kKeep;
+  };
+  std::vector<Move> moves;
+  for (const Candidate* c : OrderCandidates(a, kept, CheaperToRebuildPerByte)) {
+    moves.push_back({c->tensor, Action::kRecompute});
+  }
+  return moves;
+}
+
+absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
+                                                const Plan& base) {
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      Judged fit, FewestMovesThatFit(
+                      ctx, base, CheapestRecomputeMoves(ctx.analysis, base)));
+  return KeepNeedlessRecomputes(ctx, std::move(fit));
+}
+
+absl::StatusOr<Judged> SwapLargestThatFit(const PlanningContext& ctx,
+                                          const Plan& base) {
+  int64_t host_bytes = 0;
+  for (const Candidate& c : ctx.analysis.candidates) {
+    if (base.decisions[c.tensor].action == Action::kSwap) {
+      host_bytes += c.bytes;
+    }
+  }
+  std::vector<Move> moves;
+  for (const Candidate* c : OrderCandidates(
+           ctx.analysis,
+           [&](const Candidate&c) {
+             return CanSwap(c) &&
+                    base.decisions[c.tensor].action == Action::kKeep;
+           },
+           [](const Candidate&x, const Candidate&y) {
+             return x.bytes > y.bytes;
+           })) {
+    if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
+    host_bytes += c->bytes;
+    moves.push_back({c->tensor, Action::kSwap});
+  }
+  return FewestMovesThatFit(ctx, base, moves);
 }
 
 std::vector<std::string> PolicyNames() {
@@ -69,7 +137,11 @@ absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
   SimOptions opts = report;
   opts.should_stop = ctx.should_stop;
   opts.budget_bytes = name == "ideal" ? 0 : ctx.budget_bytes;
-  return Simulate(ctx.graph, ctx.hw, plan, opts);
+  // The durations are the analysis's: no need to run the cost model again.
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      Schedule schedule, LowerPlan(ctx.graph, plan, ctx.analysis.durations));
+  return SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
+                          opts);
 }
 
 absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view name,

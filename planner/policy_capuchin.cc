@@ -14,7 +14,6 @@
 #include "common/status_macros.h"
 #include "planner/plan_search.h"
 #include "planner/policies.h"
-#include "planner/slack.h"
 
 namespace slackswap {
 namespace {
@@ -31,40 +30,24 @@ class CapuchinPolicy : public Policy {
 
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     const StepAnalysis& a = ctx.analysis;
-    int64_t to_free =
+    const int64_t to_free =
         std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
+    auto hides = [&](const Candidate& c) {
+      return CanSwap(c) && FreeTime(a, c) > 0;
+    };
+    auto longer_free = [&](const Candidate& x, const Candidate& y) {
+      return FreeTime(a, x) > FreeTime(a, y);
+    };
     Plan base = Plan::KeepAll(ctx.graph);
-    SlackFiller filler(a);
-    int64_t host_bytes = 0;
-    for (const Candidate* c : OrderCandidates(
-             a,
-             [&](const Candidate&c) {
-               return CanSwap(c) && FreeTime(a, c) > 0;
-             },
-             [&](const Candidate&x, const Candidate&y) {
-               return FreeTime(a, x) > FreeTime(a, y);
-             })) {
-      if (to_free <= 0) break;
-      if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
-      if (filler.TryAdmit(a.candidate_of[c->tensor])) {
-        base.decisions[c->tensor].action = Action::kSwap;
-        to_free -= c->bytes;
-        host_bytes += c->bytes;
-      }
+    for (int32_t t :
+         AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), to_free)) {
+      base.decisions[t].action = Action::kSwap;
     }
-    std::vector<Move> moves;
-    for (const Candidate* c : OrderCandidates(
-             a,
-             [&](const Candidate&c) {
-               return base.decisions[c.tensor].action == Action::kKeep;
-             },
-             [](const Candidate&x, const Candidate&y) {
-               return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);  // MSPS
-             })) {
-      moves.push_back({c->tensor, Action::kRecompute});
-    }
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged best,
-                               FewestMovesThatFit(ctx, base, moves));
+    // Most memory saved per second of recompute (MSPS) is the cheapest
+    // rebuild per byte.
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Judged best,
+        FewestMovesThatFit(ctx, base, CheapestRecomputeMoves(a, base)));
     SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
         ctx, "fits the budget", "longest free time that still hides (Capuchin)",
         "most memory saved per second of recompute (Capuchin MSPS)",

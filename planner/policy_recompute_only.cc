@@ -16,24 +16,6 @@ namespace {
 
 constexpr char kWhyKeep[] = "fits the budget";
 
-bool ByCheapestPerByte(const Candidate& x, const Candidate& y) {
-  return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);
-}
-
-// Recomputes the first of `order` that fit the budget, then keeps those it
-// turns out not to need.
-absl::StatusOr<Judged> RecomputeAsFewAsFit(
-    const PlanningContext& ctx, const Plan& base,
-    const std::vector<const Candidate*>& order) {
-  std::vector<Move> moves;
-  moves.reserve(order.size());
-  for (const Candidate* c : order) {
-    moves.push_back({c->tensor, Action::kRecompute});
-  }
-  SLACKSWAP_ASSIGN_OR_RETURN(Judged fit, FewestMovesThatFit(ctx, base, moves));
-  return KeepNeedlessRecomputes(ctx, fit);
-}
-
 // A tensor made inside a layer and read there is rebuilt by re-running the
 // layer from its input; tensors crossing a layer boundary are the inputs.
 bool MadeAndUsedInsideOneLayer(const Graph& g, const Candidate& c) {
@@ -53,28 +35,19 @@ class RecomputeOnlyPolicy : public Policy {
   const char* name() const override { return "recompute_only"; }
 
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
-    const StepAnalysis& a = ctx.analysis;
     const Plan keep_all = Plan::KeepAll(ctx.graph);
-    auto all = [](const Candidate&) { return true; };
 
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        Judged greedy,
-        RecomputeAsFewAsFit(ctx, keep_all,
-                            OrderCandidates(a, all, ByCheapestPerByte)));
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged greedy,
+                               RecomputeCheapestThatFit(ctx, keep_all));
 
     Plan layered = keep_all;
-    for (const Candidate& c : a.candidates) {
+    for (const Candidate& c : ctx.analysis.candidates) {
       if (MadeAndUsedInsideOneLayer(ctx.graph, c)) {
         layered.decisions[c.tensor].action = Action::kRecompute;
       }
     }
-    auto still_kept = [&](const Candidate& c) {
-      return layered.decisions[c.tensor].action == Action::kKeep;
-    };
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        Judged layer_wise,
-        RecomputeAsFewAsFit(ctx, layered,
-                            OrderCandidates(a, still_kept, ByCheapestPerByte)));
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged layer_wise,
+                               RecomputeCheapestThatFit(ctx, layered));
     if (Better(layer_wise.result, greedy.result)) {
       SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
           ctx, "a layer input (checkpoint)", "",

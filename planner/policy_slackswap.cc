@@ -29,7 +29,6 @@
 #include "common/status_macros.h"
 #include "planner/plan_search.h"
 #include "planner/policies.h"
-#include "planner/slack.h"
 
 namespace slackswap {
 namespace {
@@ -84,7 +83,7 @@ class SlackSwapPolicy : public Policy {
     // each set is judged once.
     absl::flat_hash_set<std::vector<int32_t>> judged_swaps;
     for (const std::vector<const Candidate*>& order : orders) {
-      const std::vector<int32_t> admitted = Admit(ctx, order);
+      const std::vector<int32_t> admitted = AdmitToSlack(ctx, order);
       // Levels of fill, judged by simulation: all the slack, just what the
       // budget asks to free, and less (fewer transfers to compete with).
       std::vector<int64_t> limits = {to_free};
@@ -99,14 +98,18 @@ class SlackSwapPolicy : public Policy {
         if (!judged_swaps.insert(swaps).second) continue;
         Plan base = Plan::KeepAll(ctx.graph);
         for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
-        SLACKSWAP_ASSIGN_OR_RETURN(Judged j, RecomputeTheRest(ctx, base));
+        SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
+                                   RecomputeCheapestThatFit(ctx, base));
         if (!best.has_value() || Better(j.result, best->result)) {
           best = std::move(j);
         }
       }
     }
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged repaired, RepairLateSwaps(ctx, *best));
-    if (Better(repaired.result, best->result)) best = std::move(repaired);
+    SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> repaired,
+                               RepairLateSwaps(ctx, *best));
+    if (repaired.has_value() && Better(repaired->result, best->result)) {
+      best = *std::move(repaired);
+    }
     const char* why_swap = kWhySwap;
     if (!best->result.feasible) {
       SLACKSWAP_ASSIGN_OR_RETURN(Judged beyond, SwapBeyondTheSlack(ctx, *best));
@@ -126,12 +129,8 @@ class SlackSwapPolicy : public Policy {
   // more freed byte is worth.
   static double MarginalRecomputeNsPerByte(const StepAnalysis& a,
                                            int64_t to_free) {
-    std::vector<double> rates;
     std::vector<const Candidate*> order = OrderCandidates(
-        a, [](const Candidate&) { return true; },
-        [](const Candidate& x, const Candidate& y) {
-          return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);
-        });
+        a, [](const Candidate&) { return true; }, CheaperToRebuildPerByte);
     double rate = 0;
     for (const Candidate* c : order) {
       if (to_free <= 0) break;
@@ -139,23 +138,6 @@ class SlackSwapPolicy : public Policy {
       to_free -= c->bytes;
     }
     return rate;
-  }
-
-  // The swaps the slack admits, in `order`, within pinned host memory.
-  static std::vector<int32_t> Admit(
-      const PlanningContext& ctx, const std::vector<const Candidate*>& order) {
-    const StepAnalysis& a = ctx.analysis;
-    std::vector<int32_t> admitted;
-    SlackFiller filler(a);
-    int64_t host_bytes = 0;
-    for (const Candidate* c : order) {
-      if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
-      if (filler.TryAdmit(a.candidate_of[c->tensor])) {
-        admitted.push_back(c->tensor);
-        host_bytes += c->bytes;
-      }
-    }
-    return admitted;
   }
 
   // The admitted tensors, in order, while their bytes stay within `limit`.
@@ -172,27 +154,6 @@ class SlackSwapPolicy : public Policy {
     return swaps;
   }
 
-  // Recomputes as few of the tensors `base` keeps as the budget allows,
-  // cheapest rebuild per byte first, then keeps those it turns out not to
-  // need.
-  static absl::StatusOr<Judged> RecomputeTheRest(const PlanningContext& ctx,
-                                                 const Plan& base) {
-    std::vector<Move> moves;
-    for (const Candidate* c : OrderCandidates(
-             ctx.analysis,
-             [&](const Candidate&c) {
-               return base.decisions[c.tensor].action == Action::kKeep;
-             },
-             [](const Candidate&x, const Candidate&y) {
-               return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);
-             })) {
-      moves.push_back({c->tensor, Action::kRecompute});
-    }
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged fit,
-                               FewestMovesThatFit(ctx, base, moves));
-    return KeepNeedlessRecomputes(ctx, fit);
-  }
-
   // When no plan within the slack fits (recompute chains that need more
   // memory in the backward pass than the budget leaves, say), swapping more
   // than the slack hides costs stalls but may fit: the largest of the rest
@@ -200,35 +161,10 @@ class SlackSwapPolicy : public Policy {
   // offload), as few as fit.
   static absl::StatusOr<Judged> SwapBeyondTheSlack(const PlanningContext& ctx,
                                                    const Judged& judged) {
-    Plan swaps_only = Plan::KeepAll(ctx.graph);
-    int64_t host_bytes = 0;
-    for (size_t t = 0; t < judged.plan.decisions.size(); ++t) {
-      if (judged.plan.decisions[t].action == Action::kSwap) {
-        swaps_only.decisions[t].action = Action::kSwap;
-        host_bytes += ctx.graph.tensors[t].bytes;
-      }
-    }
-    const Plan nothing = Plan::KeepAll(ctx.graph);
     std::optional<Judged> best;
-    for (const Plan* base :
-         std::vector<const Plan*>{&judged.plan, &swaps_only, &nothing}) {
-      std::vector<Move> moves;
-      int64_t host = base == &nothing ? 0 : host_bytes;
-      for (const Candidate* c : OrderCandidates(
-               ctx.analysis,
-               [&](const Candidate&c) {
-                 return CanSwap(c) &&
-                        base->decisions[c.tensor].action == Action::kKeep;
-               },
-               [](const Candidate&x, const Candidate&y) {
-                 return x.bytes > y.bytes;
-               })) {
-        if (host + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
-        host += c->bytes;
-        moves.push_back({c->tensor, Action::kSwap});
-      }
-      SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
-                                 FewestMovesThatFit(ctx, *base, moves));
+    for (const Plan& base : {judged.plan, SwapsAlone(ctx.graph, judged.plan),
+                             Plan::KeepAll(ctx.graph)}) {
+      SLACKSWAP_ASSIGN_OR_RETURN(Judged j, SwapLargestThatFit(ctx, base));
       if (!best.has_value() || Better(j.result, best->result)) {
         best = std::move(j);
       }
@@ -236,31 +172,40 @@ class SlackSwapPolicy : public Policy {
     return *std::move(best);
   }
 
+  // `plan`'s swaps, everything else kept.
+  static Plan SwapsAlone(const Graph& g, const Plan& plan) {
+    Plan swaps = Plan::KeepAll(g);
+    for (size_t t = 0; t < plan.decisions.size(); ++t) {
+      if (plan.decisions[t].action == Action::kSwap) {
+        swaps.decisions[t].action = Action::kSwap;
+      }
+    }
+    return swaps;
+  }
+
   // A swap whose prefetch still lands after its op wanted it becomes a
-  // recompute when rebuilding costs less than the compute stream waited.
-  static absl::StatusOr<Judged> RepairLateSwaps(const PlanningContext& ctx,
-                                                const Judged& judged) {
+  // recompute when rebuilding costs less than the compute stream waited; the
+  // repaired plan, or nothing when there is nothing to repair.
+  static absl::StatusOr<std::optional<Judged>> RepairLateSwaps(
+      const PlanningContext& ctx, const Judged& judged) {
     if (!judged.result.feasible || judged.result.stall_prefetch_ns == 0) {
-      return judged;
+      return std::nullopt;
     }
     SimOptions opts;
     opts.budget_bytes = ctx.budget_bytes;
     opts.record_timeline = false;
     opts.record_events = true;
     opts.should_stop = ctx.should_stop;
-    SLACKSWAP_ASSIGN_OR_RETURN(SimResult traced,
-                               Simulate(ctx.graph, ctx.hw, judged.plan, opts));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        SimResult traced,
+        SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
+                         judged.schedule, opts));
     absl::flat_hash_map<int32_t, int64_t> arrival;
     for (const SimEvent& e : traced.events) {
       if (e.type == EventType::kPrefetch) arrival[e.index] = e.end_ns;
     }
     const StepAnalysis& a = ctx.analysis;
-    Plan base = Plan::KeepAll(ctx.graph);
-    for (size_t t = 0; t < base.decisions.size(); ++t) {
-      if (judged.plan.decisions[t].action == Action::kSwap) {
-        base.decisions[t].action = Action::kSwap;
-      }
-    }
+    Plan base = SwapsAlone(ctx.graph, judged.plan);
     bool changed = false;
     int64_t compute_free = 0;  // when the previous compute task ended
     for (const SimEvent& e : traced.events) {
@@ -277,8 +222,8 @@ class SlackSwapPolicy : public Policy {
         }
       }
     }
-    if (!changed) return judged;
-    return RecomputeTheRest(ctx, base);
+    if (!changed) return std::nullopt;
+    return RecomputeCheapestThatFit(ctx, base);
   }
 };
 

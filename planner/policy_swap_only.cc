@@ -13,19 +13,8 @@ class SwapOnlyPolicy : public Policy {
   const char* name() const override { return "swap_only"; }
 
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
-    std::vector<Move> moves;
-    int64_t host_bytes = 0;
-    for (const Candidate* c : OrderCandidates(
-             ctx.analysis, CanSwap, [](const Candidate&x, const Candidate&y) {
-               return x.bytes > y.bytes;
-             })) {
-      // Host copies must fit in pinned memory.
-      if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
-      host_bytes += c->bytes;
-      moves.push_back({c->tensor, Action::kSwap});
-    }
     SLACKSWAP_ASSIGN_OR_RETURN(
-        Judged best, FewestMovesThatFit(ctx, Plan::KeepAll(ctx.graph), moves));
+        Judged best, SwapLargestThatFit(ctx, Plan::KeepAll(ctx.graph)));
     SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
         ctx, "fits the budget", "largest first (vDNN-style offload)",
         "no time to prefetch it back", best.plan));

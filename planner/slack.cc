@@ -57,28 +57,21 @@ int64_t MinTree::Min(int32_t node, int32_t l, int32_t r, int32_t lo,
          add_[node];
 }
 
-namespace {
-
-std::vector<int64_t> Empty() { return {}; }
-
-}  // namespace
-
-SlackFiller::SlackFiller(const StepAnalysis& a)
-    : a_(a), out_(Empty()), in_(Empty()) {
+SlackFiller::SlackFiller(const StepAnalysis& a) : a_(a) {
   const int32_t n = static_cast<int32_t>(a.candidates.size());
   // Candidates are in production order; rank them by deadline for H2D.
-  by_deadline_.resize(n);
-  for (int32_t i = 0; i < n; ++i) by_deadline_[i] = i;
+  std::vector<int32_t> by_deadline(n);
+  for (int32_t i = 0; i < n; ++i) by_deadline[i] = i;
   std::stable_sort(
-      by_deadline_.begin(), by_deadline_.end(),
+      by_deadline.begin(), by_deadline.end(),
       [&](int32_t x, int32_t y) { return Deadline(x) < Deadline(y); });
-  deadline_rank_.resize(n);
-  for (int32_t r = 0; r < n; ++r) deadline_rank_[by_deadline_[r]] = r;
+  std::vector<int32_t> deadline_rank(n);
+  for (int32_t r = 0; r < n; ++r) deadline_rank[by_deadline[r]] = r;
 
   std::vector<int64_t> out_margin(n), in_margin(n);
   for (int32_t i = 0; i < n; ++i) {
     out_margin[i] = a.forward_ns - Release(i);
-    in_margin[deadline_rank_[i]] = Deadline(i) - a.forward_ns;
+    in_margin[deadline_rank[i]] = Deadline(i) - a.forward_ns;
   }
   out_ = MinTree(out_margin);
   in_ = MinTree(in_margin);
@@ -91,13 +84,13 @@ SlackFiller::SlackFiller(const StepAnalysis& a)
   std::vector<int32_t> first_by_rank(n);
   for (int32_t r = 0; r < n; ++r) {
     first_by_rank[r] =
-        r > 0 && Deadline(by_deadline_[r - 1]) == Deadline(by_deadline_[r])
+        r > 0 && Deadline(by_deadline[r - 1]) == Deadline(by_deadline[r])
             ? first_by_rank[r - 1]
             : r;
   }
   first_due_with_.resize(n);
   for (int32_t i = 0; i < n; ++i) {
-    first_due_with_[i] = first_by_rank[deadline_rank_[i]];
+    first_due_with_[i] = first_by_rank[deadline_rank[i]];
   }
 }
 

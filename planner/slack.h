@@ -29,6 +29,7 @@ namespace slackswap {
 // Range add, range minimum over a fixed array.
 class MinTree {
  public:
+  MinTree() = default;  // empty
   explicit MinTree(const std::vector<int64_t>& values);
   // Adds v to [lo, hi].
   void Add(int32_t lo, int32_t hi, int64_t v);
@@ -41,7 +42,7 @@ class MinTree {
            int64_t v);
   int64_t Min(int32_t node, int32_t l, int32_t r, int32_t lo, int32_t hi) const;
 
-  int32_t n_;
+  int32_t n_ = 0;
   std::vector<int64_t> min_;
   std::vector<int64_t> add_;
 };
@@ -61,8 +62,6 @@ class SlackFiller {
 
   // Immutable after construction.
   const StepAnalysis& a_;
-  std::vector<int32_t> by_deadline_;
-  std::vector<int32_t> deadline_rank_;
   // A swap-out released with candidate i counts against the D2H margins of
   // every release up to it, [0, last_released_with_[i]] in production order;
   // a prefetch due with it against the H2D margins from first_due_with_[i]

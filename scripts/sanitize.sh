@@ -4,9 +4,11 @@
 #   bash scripts/sanitize.sh address   # AddressSanitizer + UBSan: every test
 #   bash scripts/sanitize.sh thread    # ThreadSanitizer: the concurrency tests
 #
-# The thread mode builds and runs the tests of what runs on several threads:
-# the worker pool, the plan cache, the metrics, the planning core called
-# from many threads, and the service end to end. Our locks (common/mutex.h)
+# The thread mode builds and runs the unit tests of what runs on several
+# threads: the worker pool (WorkQueue), the plan cache (PlanCache), the
+# metrics (ServiceMetrics) and the planning core called from many threads
+# (PlanningCoreConcurrency); not the end-to-end service tests, which run
+# under AddressSanitizer. Our locks (common/mutex.h)
 # are visible to TSan; Debian's prebuilt Abseil and gRPC are not
 # instrumented, so their internals are not checked.
 set -euo pipefail

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages the build and tests need. Idempotent: quiet
-# and fast when everything is already there.
+# Installs what the build and tests need: the Debian 12 packages, and the
+# test tools that come from npm (pinned versions, cached under
+#   ${SLACKSWAP_TOOLS_DIR:-${XDG_CACHE_HOME:-~/.cache}/slackswap-tools}/NAME-VERSION
+# where the tests look for them). Idempotent: quiet and fast when everything
+# is already there. The tests themselves never install anything.
+# SLACKSWAP_TEST_TOOLS=0 skips what only the tests use (kubectl, npm and the
+# npm tools): the Docker image's build stage sets it.
 set -euo pipefail
+test_tools="${SLACKSWAP_TEST_TOOLS:-1}"
 
 packages=(
   build-essential cmake pkg-config
@@ -22,14 +28,57 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# Commands that other packages may provide as well (a kubectl or a Node.js
+# from elsewhere): Debian's package only when the command is missing.
+# kubectl: tests/deploy's Kubernetes test (kubectl kustomize); npm: the npm
+# tools below.
+if [[ $test_tools != 0 ]]; then
+  if ! command -v kubectl >/dev/null; then missing+=(kubernetes-client); fi
+  if ! command -v npm >/dev/null; then missing+=(npm); fi
+fi
 
-if ((${#missing[@]} == 0)); then
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ $test_tools == 0 ]]; then
   exit 0
 fi
 
-echo "setup: installing ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# npm_tool NAME PACKAGE@VERSION: installs PACKAGE into $tools/NAME-VERSION
+# (staged, then renamed into place) unless NAME there already runs.
+tools="${SLACKSWAP_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/slackswap-tools}"
+works() { [[ -x $1 ]] && "$1" --version >/dev/null 2>&1; }
+npm_tool() {
+  local name="$1" spec="$2"
+  local dir="$tools/$name-${spec##*@}"
+  local bin="$dir/node_modules/.bin/$name"
+  if works "$bin"; then
+    return 0
+  fi
+  echo "setup: installing $spec (npm) into $dir"
+  mkdir -p "$tools"
+  rm -rf "$dir"
+  local staging
+  staging="$(mktemp -d "$tools/.$name-XXXXXX")"
+  if ! timeout 300 npm install --prefix "$staging" --no-audit --no-fund \
+    --no-save --loglevel=error "$spec" >&2 ||
+    ! works "$staging/node_modules/.bin/$name"; then
+    rm -rf "$staging"
+    echo "setup: npm installed no working $name ($spec)" >&2
+    return 1
+  fi
+  mv -T "$staging" "$dir"
+}
+
+# dockerfilelint: tests/deploy/dockerfile_test.py (fails without it).
+npm_tool dockerfilelint dockerfilelint@1.8.0
+# buf: tests/python/buf_curl_test.py, an optional test (Skipped without buf),
+# so a failed install only warns.
+npm_tool buf @bufbuild/buf@1.75.0 ||
+  echo "setup: warning: no buf; python_buf_curl_test will be skipped" >&2

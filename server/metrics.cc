@@ -211,9 +211,7 @@ ServiceMetrics::PolicyHistograms ServiceMetrics::ForPolicy(
   return it->second;
 }
 
-void ServiceMetrics::RequestStarted(const std::string& method) {
-  inflight_.Increment();
-}
+void ServiceMetrics::RequestStarted() { inflight_.Increment(); }
 
 void ServiceMetrics::RequestFinished(const std::string& method,
                                      const std::string& code, double seconds) {

@@ -6,7 +6,7 @@
 //   absl::Status started = metrics.StartExposer("0.0.0.0:9090");
 //   if (!started.ok()) return started;
 //
-//   metrics.RequestStarted("Plan");
+//   metrics.RequestStarted();
 //   ...
 //   metrics.PolicyRun("slackswap", planner_s, simulator_s, retained, feasible);
 //   metrics.RequestFinished("Plan", "OK", elapsed_seconds);
@@ -88,7 +88,7 @@ class ServiceMetrics {
 
   // An RPC began: raises slackswap_inflight_requests. Pair each call with
   // one RequestFinished.
-  void RequestStarted(const std::string& method);
+  void RequestStarted();
   // An RPC ended with status `code` (a gRPC code name such as "OK") after
   // `seconds`: counts it, observes its latency, lowers the in-flight gauge.
   void RequestFinished(const std::string& method, const std::string& code,

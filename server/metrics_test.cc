@@ -72,11 +72,11 @@ class Scraped {
 
 // Records at least one value in every metric.
 void RecordOneOfEach(ServiceMetrics& metrics) {
-  metrics.RequestStarted("Plan");
+  metrics.RequestStarted();
   metrics.RequestFinished("Plan", "OK", 0.012);
-  metrics.RequestStarted("Sweep");
+  metrics.RequestStarted();
   metrics.RequestFinished("Sweep", "DEADLINE_EXCEEDED", 3.5);
-  metrics.RequestStarted("Plan");  // still in flight
+  metrics.RequestStarted();  // still in flight
   metrics.Rejected("Plan");
   metrics.SetQueueDepth(3);
   metrics.CacheHit();
@@ -112,14 +112,14 @@ TEST(ServiceMetricsTest, EveryFamilyHasHelpText) {
 
 TEST(ServiceMetricsTest, CountsRequestsByMethodAndCode) {
   ServiceMetrics metrics("v", "c");
-  metrics.RequestStarted("Plan");
-  metrics.RequestStarted("Plan");
-  metrics.RequestStarted("Sweep");
+  metrics.RequestStarted();
+  metrics.RequestStarted();
+  metrics.RequestStarted();
   EXPECT_EQ(Scraped(metrics.Scrape()).at("slackswap_inflight_requests"), 3);
   metrics.RequestFinished("Plan", "OK", 0.003);
   metrics.RequestFinished("Plan", "INVALID_ARGUMENT", 0.0001);
   EXPECT_EQ(Scraped(metrics.Scrape()).at("slackswap_inflight_requests"), 1);
-  metrics.RequestStarted("Plan");
+  metrics.RequestStarted();
   metrics.RequestFinished("Plan", "OK", 2.0);
 
   const Scraped s(metrics.Scrape());
@@ -236,7 +236,7 @@ TEST(ServiceMetricsTest, ConcurrentRecordingAndScraping) {
       const std::string method = t % 2 == 0 ? "Plan" : "Sweep";
       const std::string policy = absl::StrCat("policy", t % 3);
       for (int i = 0; i < kPerThread; ++i) {
-        metrics.RequestStarted(method);
+        metrics.RequestStarted();
         metrics.PolicyRun(policy, 0.001, 0.002, 0.9, i % 2 == 0);
         metrics.GraphOps(100 + i);
         if (i % 10 == 0) metrics.Rejected(method);
@@ -319,7 +319,7 @@ TEST(ServiceMetricsTest, ExposerServesMetricsOverHttp) {
   const int port = metrics.exposer_port();
   ASSERT_GT(port, 0);
   metrics.CacheHit();
-  metrics.RequestStarted("Plan");
+  metrics.RequestStarted();
   metrics.RequestFinished("Plan", "OK", 0.25);
 
   absl::StatusOr<std::string> response = HttpGet(port, "/metrics");

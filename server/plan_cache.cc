@@ -41,6 +41,14 @@ void PlanCache::Insert(std::string key, std::string value) {
   }
 }
 
+void PlanCache::Discard(const std::string& key) {
+  MutexLock lock(&mu_);
+  --hits_;
+  ++misses_;
+  auto found = index_.find(absl::string_view(key));
+  if (found != index_.end()) EraseLocked(found->second);
+}
+
 void PlanCache::EraseLocked(EntryList::iterator it) {
   size_bytes_ -= it->charge;
   index_.erase(absl::string_view(it->key));

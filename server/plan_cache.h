@@ -1,15 +1,16 @@
 // A thread-safe least-recently-used cache of serialized responses, keyed by
-// the deterministic serialization of the canonical request, and bounded by
-// the bytes it holds. Planning is a pure function of the request, so a
-// repeated request can be answered from here.
+// the deterministic serialization of the request, and bounded by the bytes it
+// holds. Planning is a pure function of the request, so a repeated request
+// can be answered from here.
 //
 //   PlanCache cache(/*capacity_bytes=*/64 << 20);
-//   std::string key = CanonicalRequestBytes(request);
+//   std::string key = DeterministicBytes(request);
 //   if (std::optional<std::string> hit = cache.Lookup(key)) {
-//     return ParseResponse(*hit);
+//     if (response.ParseFromString(*hit)) return response;
+//     cache.Discard(key);  // unusable: counted as a miss after all
 //   }
-//   std::string response = SerializeResponse(Plan(request));
-//   cache.Insert(std::move(key), response);
+//   response = Plan(request);
+//   cache.Insert(std::move(key), response.SerializeAsString());
 //
 // Keys are compared in full (byte for byte) on lookup; absl::Hash only picks
 // the bucket. Each entry is charged key.size() + value.size() +
@@ -62,13 +63,20 @@ class PlanCache {
   // the capacity is not stored (and any old value under `key` is dropped).
   void Insert(std::string key, std::string value);
 
+  // The value the last Lookup of `key` returned could not be used (it did
+  // not parse): drops the entry, if still there, and counts that lookup as
+  // a miss instead of a hit, so hits() and misses() agree with what callers
+  // served. REQUIRES: a Lookup of `key` returned a value.
+  void Discard(const std::string& key);
+
   int64_t capacity_bytes() const { return capacity_bytes_; }
 
   // The total charge of the entries held; never above capacity_bytes().
   int64_t size_bytes() const;
   int64_t entries() const;
 
-  // Lookups that found their key, and those that did not.
+  // Lookups that found a usable value for their key, and those that did not
+  // (including those Discard recounted).
   int64_t hits() const;
   int64_t misses() const;
   // Entries removed to make room for others (not replacements).

@@ -35,6 +35,19 @@ TEST(PlanCacheTest, MissThenHit) {
   EXPECT_EQ(cache.capacity_bytes(), 1 << 20);
 }
 
+TEST(PlanCacheTest, DiscardDropsTheEntryAndRecountsTheHitAsAMiss) {
+  PlanCache cache(/*capacity_bytes=*/1 << 20);
+  cache.Insert("k", "garbage");
+  ASSERT_THAT(cache.Lookup("k"), Optional(std::string("garbage")));
+  cache.Discard("k");
+  EXPECT_EQ(cache.hits(), 0);
+  EXPECT_EQ(cache.misses(), 1);
+  EXPECT_EQ(cache.entries(), 0);
+  EXPECT_EQ(cache.size_bytes(), 0);
+  EXPECT_EQ(cache.Lookup("k"), std::nullopt);
+  EXPECT_EQ(cache.misses(), 2);
+}
+
 TEST(PlanCacheTest, ChargesKeyValueAndOverhead) {
   EXPECT_EQ(PlanCache::Charge(3, 10), 13 + PlanCache::kEntryOverheadBytes);
   PlanCache cache(/*capacity_bytes=*/1 << 20);

@@ -1,8 +1,9 @@
 #include "server/planner_service.h"
 
-#include <atomic>
 #include <chrono>
 #include <deque>
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -133,13 +134,23 @@ void PlannerService::Record(const char* method,
   log_->Request(method, code, seconds * 1e3, ctx->peer(), full);
 }
 
+grpc::Status PlannerService::AfterSubmit(const char* method, bool queued) {
+  metrics_->SetQueueDepth(pool_.queue_depth());
+  if (queued) return grpc::Status::OK;
+  metrics_->Rejected(method);
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("the work queue is full (", options_.max_queue,
+                   " waiting, --max_queue); retry later"));
+}
+
 grpc::ServerUnaryReactor* PlannerService::RunUnary(
     const char* method, grpc::CallbackServerContext* ctx,
     std::function<absl::Status(const StopFn&, std::string* detail)> work,
     std::function<bool(std::string* detail)> answer_now) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const Clock::time_point start = Clock::now();
-  metrics_->RequestStarted(method);
+  metrics_->RequestStarted();
   auto finish = [this, method, ctx, reactor, start](grpc::Status status,
                                                     const std::string& detail) {
     Record(method, ctx, status, SecondsSince(start), detail);
@@ -168,14 +179,8 @@ grpc::ServerUnaryReactor* PlannerService::RunUnary(
                                 : work(stop, &detail);
         finish(ToGrpcStatus(s, ctx, limit), detail);
       });
-  metrics_->SetQueueDepth(pool_.queue_depth());
-  if (!queued) {
-    metrics_->Rejected(method);
-    finish(grpc::Status(
-               grpc::StatusCode::RESOURCE_EXHAUSTED,
-               absl::StrCat("the work queue is full (", options_.max_queue,
-                            " waiting, --max_queue); retry later")),
-           "");
+  if (grpc::Status rejected = AfterSubmit(method, queued); !rejected.ok()) {
+    finish(std::move(rejected), "");
   }
   return reactor;
 }
@@ -191,7 +196,11 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
   auto answer_from_cache = [this, req, resp](const std::string& key,
                                              std::string* detail) {
     std::optional<std::string> hit = cache_.Lookup(key);
-    if (!hit.has_value() || !resp->ParseFromString(*hit)) {
+    if (hit.has_value() && !resp->ParseFromString(*hit)) {
+      cache_.Discard(key);  // a miss after all, for the cache's counts too
+      hit.reset();
+    }
+    if (!hit.has_value()) {
       metrics_->CacheMiss();
       *detail = "cache=miss";
       return false;
@@ -203,29 +212,36 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
     return true;
   };
   const bool cached = cache_.capacity_bytes() > 0;
-  const bool small = req->ByteSizeLong() <= kLookUpOnGrpcThreadBytes;
+  const bool small = cached && req->ByteSizeLong() <= kLookUpOnGrpcThreadBytes;
+  // The key is computed once: small requests are keyed here, on the gRPC
+  // thread, large ones on the worker. Shared by the two lambdas; the quick
+  // answer runs (if at all) before the work starts.
+  auto key = cached ? std::make_shared<std::string>(small ? CacheKey(*req)
+                                                          : std::string())
+                    : nullptr;
+  std::function<bool(std::string*)> answer_now;
+  if (small) {
+    answer_now = [key, answer_from_cache](std::string* detail) {
+      return answer_from_cache(*key, detail);
+    };
+  }
   return RunUnary(
       "Plan", ctx,
-      [this, req, resp, cached, small, answer_from_cache](const StopFn& stop,
-                                                          std::string* detail) {
-        std::string key;
-        if (cached) {
-          key = CacheKey(*req);
-          if (!small && answer_from_cache(key, detail)) {
-            return absl::OkStatus();
-          }
+      [this, req, resp, small, key, answer_from_cache](const StopFn& stop,
+                                                       std::string* detail) {
+        if (key != nullptr && !small) {
+          *key = CacheKey(*req);
+          if (answer_from_cache(*key, detail)) return absl::OkStatus();
         }
         absl::StatusOr<v1::PlanResponse> out = core_.Plan(*req, stop);
         if (!out.ok()) return out.status();
         *resp = *std::move(out);
-        if (cached) cache_.Insert(std::move(key), resp->SerializeAsString());
+        if (key != nullptr) {
+          cache_.Insert(std::move(*key), resp->SerializeAsString());
+        }
         return absl::OkStatus();
       },
-      cached && small ? std::function<bool(std::string*)>(
-                            [req, answer_from_cache](std::string* detail) {
-                              return answer_from_cache(CacheKey(*req), detail);
-                            })
-                      : nullptr);
+      std::move(answer_now));
 }
 
 grpc::ServerUnaryReactor* PlannerService::Simulate(
@@ -287,19 +303,15 @@ class PlannerService::SweepReactor
         req_(req),
         start_(Clock::now()),
         limit_(service->TimeLimit()) {
-    service_->metrics_->RequestStarted("Sweep");
+    service_->metrics_->RequestStarted();
     if (grpc::Status auth = service_->Authorize(ctx); !auth.ok()) {
       Done(std::move(auth));
       return;
     }
     const bool queued = service_->pool_.TrySubmit([this] { Work(); });
-    service_->metrics_->SetQueueDepth(service_->pool_.queue_depth());
-    if (!queued) {
-      service_->metrics_->Rejected("Sweep");
-      Done(grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("the work queue is full (", service_->options_.max_queue,
-                       " waiting, --max_queue); retry later")));
+    if (grpc::Status rejected = service_->AfterSubmit("Sweep", queued);
+        !rejected.ok()) {
+      Done(std::move(rejected));
     }
   }
 
@@ -312,14 +324,12 @@ class PlannerService::SweepReactor
     Pump();
   }
 
-  void OnCancel() override { cancelled_ = true; }
-
   void OnDone() override { delete this; }
 
  private:
   void Work() {
     const StopFn stop = [this] {
-      return cancelled_.load() || ctx_->IsCancelled() || Clock::now() >= limit_;
+      return ctx_->IsCancelled() || Clock::now() >= limit_;
     };
     absl::Status s = service_->core_.Sweep(
         *req_, stop, [this](const v1::SweepResponse& msg) {
@@ -335,24 +345,28 @@ class PlannerService::SweepReactor
   }
 
   // Records the outcome and lets Pump finish once the queue is written.
+  // Touches nothing of this after Pump: once done_ is set, another thread's
+  // Pump may finish the call, and OnDone deletes this.
   void Done(grpc::Status status) {
     service_->Record("Sweep", ctx_, status, SecondsSince(start_), "");
-    {
-      MutexLock lock(&mu_);
-      done_ = true;
-      status_ = std::move(status);
-    }
-    Pump();
+    Pump(std::move(status));
   }
 
-  // Starts the next write, or finishes. Never holds mu_ across a gRPC call:
-  // Finish may run OnDone, which deletes this, on another thread.
-  void Pump() {
+  // Starts the next write, or finishes. `outcome`, if set, is the call's
+  // status: it marks the work done in the same critical section that decides
+  // what to do next, so the caller never needs the lock (or this) again.
+  // Never holds mu_ across a gRPC call: Finish may run OnDone, which deletes
+  // this, on another thread.
+  void Pump(std::optional<grpc::Status> outcome = std::nullopt) {
     const v1::SweepResponse* next = nullptr;
     bool finish = false;
     grpc::Status status;
     {
       MutexLock lock(&mu_);
+      if (outcome.has_value()) {
+        done_ = true;
+        status_ = *std::move(outcome);
+      }
       if (writing_ || finished_) return;
       if (!pending_.empty() && !client_gone_) {
         current_ = std::move(pending_.front());
@@ -379,7 +393,6 @@ class PlannerService::SweepReactor
   const Clock::time_point start_;
   const Clock::time_point limit_;
 
-  std::atomic<bool> cancelled_{false};
   Mutex mu_;
   std::deque<v1::SweepResponse> pending_ ABSL_GUARDED_BY(mu_);
   v1::SweepResponse current_ ABSL_GUARDED_BY(mu_);

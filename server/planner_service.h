@@ -83,6 +83,9 @@ class PlannerService final : public v1::Planner::CallbackService {
   std::chrono::steady_clock::time_point TimeLimit() const;
   // UNAUTHENTICATED unless the call carries the token (when one is set).
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
+  // Updates the queue depth after a TrySubmit; when it was refused (the
+  // queue is full), counts the rejection and returns RESOURCE_EXHAUSTED.
+  grpc::Status AfterSubmit(const char* method, bool queued);
   // Runs `work` on the pool and finishes the call with its status. If
   // `answer_now` (run on the gRPC thread, after auth) returns true, the call
   // is answered OK at once instead.

@@ -1,6 +1,7 @@
 #include "sim/schedule.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,17 +62,13 @@ class Lowerer {
       if (idx_.producer[t] == kNone) where_[t] = Where::kStatic;
     }
     prefetch_at_op_.assign(num_ops, {});
-    for (int32_t t = 0; with_prefetch_points_ && t < num_tensors; ++t) {
-      const Decision& d = plan_.decisions[t];
-      if (d.action == Action::kSwap) {
-        prefetch_at_op_[d.prefetch_after_op].push_back(t);
+    if (with_prefetch_points_) {
+      for (int32_t t = 0; t < num_tensors; ++t) {
+        const Decision& d = plan_.decisions[t];
+        if (d.action == Action::kSwap) {
+          prefetch_at_op_[d.prefetch_after_op].push_back(t);
+        }
       }
-    }
-    // Prefetches issued together queue in the order they are first needed.
-    for (std::vector<int32_t>& at : prefetch_at_op_) {
-      std::stable_sort(at.begin(), at.end(), [this](int32_t a, int32_t b) {
-        return idx_.first_bwd_use[a] < idx_.first_bwd_use[b];
-      });
     }
 
     out_.swapped_tensors = plan_.CountAction(Action::kSwap);
@@ -79,6 +76,17 @@ class Lowerer {
     out_.tasks.reserve(num_ops);
     for (int32_t o = 0; o < num_ops; ++o) LowerOp(o);
 
+    // Without prefetch points the task list and first needs are all the
+    // caller reads.
+    if (!with_prefetch_points_) return std::move(out_);
+
+    // Prefetches issued together queue in the order they are first needed
+    // (a recompute chain may need one before its first backward use).
+    std::stable_sort(prefetches_.begin(), prefetches_.end(),
+                     [this](const TaskItem& x, const TaskItem& y) {
+                       return std::pair(x.first, NeedRank(x.second)) <
+                              std::pair(y.first, NeedRank(y.second));
+                     });
     const int32_t num_tasks = static_cast<int32_t>(out_.tasks.size());
     out_.waits = BuildLists(waits_, num_tasks);
     out_.allocs = BuildLists(allocs_, num_tasks);
@@ -87,7 +95,7 @@ class Lowerer {
     out_.forward_done = BuildLists(forward_done_, num_tasks);
     out_.prefetches = BuildLists(prefetches_, num_tasks);
 
-    for (int32_t t = 0; with_prefetch_points_ && t < num_tensors; ++t) {
+    for (int32_t t = 0; t < num_tensors; ++t) {
       const Decision& d = plan_.decisions[t];
       if (d.action != Action::kSwap) continue;
       const int32_t issue = out_.task_of_op[d.prefetch_after_op];
@@ -270,6 +278,13 @@ class Lowerer {
         where_[t] = Where::kOnHost;
         break;
     }
+  }
+
+  // Orders prefetches by when their tensor is first needed; never-needed
+  // ones last.
+  int32_t NeedRank(int32_t t) const {
+    const int32_t need = out_.first_need[t];
+    return need == kNone ? std::numeric_limits<int32_t>::max() : need;
   }
 
   const Graph& g_;

@@ -6,8 +6,9 @@
 //   absl::StatusOr<Schedule> s = LowerPlan(graph, plan, durations);
 //   for (const Task& task : s->tasks) { ... s->Allocs(i) ... }
 //
-// Prefetches issued by the same op queue in the order of their tensors'
-// first backward use.
+// Prefetches issued by the same op queue in the order their tensors are
+// first needed (a recompute chain's task may need one before its first
+// backward use).
 //
 // Recompute semantics (DESIGN.md section 4): a dropped tensor is rebuilt by
 // re-running its producer, or its Rebuild recipe, after making each input

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "planner/budget.h"
 
 namespace slackswap {
 namespace {
@@ -16,8 +17,6 @@ namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr int kD2H = 0;
 constexpr int kH2D = 1;
-
-std::string Ms(int64_t ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
 // One copy in flight. Bytes move at `rate` after the latency; the rate
 // changes when the other direction starts or stops.
@@ -85,7 +84,7 @@ class Engine {
     while (true) {
       if (opts_.should_stop && (++polls & 1023) == 0 && opts_.should_stop()) {
         return absl::CancelledError(
-            absl::StrCat("simulation stopped at ", Ms(now_)));
+            absl::StrCat("simulation stopped at ", FormatMs(now_)));
       }
       bool started = true;
       while (started && result_.feasible) {
@@ -270,10 +269,10 @@ class Engine {
     const int64_t bytes = Bytes(t);
     if (dir == kD2H) {
       if (host_ + bytes > hw_.pinned_host_memory_bytes) {
-        Infeasible(absl::StrCat("pinned host memory exhausted: swap-out of ",
-                                g_.TensorLabel(t), " needs ", bytes,
-                                " bytes at ", Ms(now_), " with ", host_, " of ",
-                                hw_.pinned_host_memory_bytes, " bytes in use"));
+        Infeasible(absl::StrCat(
+            "pinned host memory exhausted: swap-out of ", g_.TensorLabel(t),
+            " needs ", bytes, " bytes at ", FormatMs(now_), " with ", host_,
+            " of ", hw_.pinned_host_memory_bytes, " bytes in use"));
         return false;
       }
       host_ += bytes;
@@ -342,18 +341,15 @@ class Engine {
   }
 
   std::string Held() const {
-    if (opts_.budget_covers_all) {
-      return absl::StrCat(act_ + trans_, " of the ", opts_.budget_bytes,
-                          "-byte memory budget is held and nothing in "
-                          "flight can release it");
-    }
-    return absl::StrCat(act_, " of the ", opts_.budget_bytes,
-                        "-byte activation budget is held and nothing in "
-                        "flight can release it");
+    const bool all = opts_.budget_covers_all;
+    return absl::StrCat(all ? act_ + trans_ : act_, " of the ",
+                        opts_.budget_bytes,
+                        all ? "-byte memory" : "-byte activation",
+                        " budget is held and nothing in flight can release it");
   }
 
   std::string DescribeDeadlock() const {
-    const std::string at = absl::StrCat(" at ", Ms(now_), ": ");
+    const std::string at = absl::StrCat(" at ", FormatMs(now_), ": ");
     if (task_ < static_cast<int32_t>(s_.tasks.size())) {
       const Task& task = s_.tasks[task_];
       const std::string what = absl::StrCat(

@@ -293,6 +293,30 @@ TEST(SimulatorTest, PrefetchesIssuedTogetherQueueInNeedOrder) {
             FindEvent(r, EventType::kPrefetch, a)->start_ns);
 }
 
+TEST(SimulatorTest, PrefetchesIssuedTogetherQueueInFirstNeedOrder) {
+  // x and w are both prefetched when f_long starts. x's first backward use
+  // (b_x) comes after w's (b_w), but the rebuild of z, before b_z, reads x
+  // first: x must go first.
+  GraphBuilder bl;
+  int32_t x = bl.Tensor("x", 1000);
+  int32_t w = bl.Tensor("w", 1000);
+  int32_t z = bl.Tensor("z", 10);
+  bl.Forward("f_x", 10, {}, {x});
+  bl.Forward("f_w", 10, {}, {w});
+  bl.Forward("f_z", 10, {x}, {z});
+  int32_t f_long = bl.Forward("f_long", 5000, {}, {});
+  bl.Backward("b_z", 10, {z});
+  bl.Backward("b_w", 10, {w});
+  bl.Backward("b_x", 10, {x});
+  Graph g = bl.Build();
+  Plan plan = Swap(g, {{w, f_long}, {x, f_long}});
+  plan.decisions[z].action = Action::kRecompute;
+  SimResult r = Sim(g, plan);
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  EXPECT_LT(FindEvent(r, EventType::kPrefetch, x)->start_ns,
+            FindEvent(r, EventType::kPrefetch, w)->start_ns);
+}
+
 TEST(SimulatorTest, PinnedHostMemoryExhaustedIsInfeasible) {
   SwapGraph s = MakeSwapGraph(2000);
   Hardware hw = TestLink();

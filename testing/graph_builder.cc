@@ -18,9 +18,8 @@ int32_t GraphBuilder::Forward(const std::string& name, int64_t ns,
 }
 
 int32_t GraphBuilder::Backward(const std::string& name, int64_t ns,
-                               std::vector<int32_t> in,
-                               std::vector<int32_t> out) {
-  return Add(name, Phase::kBackward, ns, std::move(in), std::move(out));
+                               std::vector<int32_t> in) {
+  return Add(name, Phase::kBackward, ns, std::move(in), {});
 }
 
 int32_t GraphBuilder::Add(const std::string& name, Phase phase, int64_t ns,

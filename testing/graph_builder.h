@@ -23,8 +23,8 @@ class GraphBuilder {
                  TensorKind kind = TensorKind::kActivation);
   int32_t Forward(const std::string& name, int64_t ns, std::vector<int32_t> in,
                   std::vector<int32_t> out);
-  int32_t Backward(const std::string& name, int64_t ns, std::vector<int32_t> in,
-                   std::vector<int32_t> out = {});
+  int32_t Backward(const std::string& name, int64_t ns,
+                   std::vector<int32_t> in);
   // Indexes the graph; aborts the test binary if it is invalid.
   Graph Build();
 

@@ -8,15 +8,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <ostream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +27,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "io/proto_file.h"
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/simulation.pb.h"
 #include "testing/reference.h"
@@ -43,17 +47,16 @@ using ::testing::StartsWith;
 
 constexpr char kHardware[] = "a100-80gb-pcie4";
 
+// ReadFile and WriteFile (io/proto_file.h), a test failure on error.
 std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream data;
-  data << in.rdbuf();
-  return data.str();
+  absl::StatusOr<std::string> data = ReadFile(path);
+  EXPECT_TRUE(data.ok()) << data.status();
+  return data.value_or("");
 }
 
 void WriteAll(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  ASSERT_TRUE(out.good()) << "cannot write " << path;
+  const absl::Status written = WriteFile(path, data);
+  ASSERT_TRUE(written.ok()) << written;
 }
 
 // This process's scratch directory under TempDir(); removed at exit unless a
@@ -137,6 +140,10 @@ Outcome Slackswap(const std::vector<std::string>& args) {
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {  // retry only when a signal interrupted the wait
+      ADD_FAILURE() << "waitpid(" << pid << "): " << std::strerror(errno);
+      return o;
+    }
   }
   if (WIFEXITED(status)) {
     o.exited = true;

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -17,13 +17,17 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
+#include "tests/service_test_util.h"
 #include "tests/slackswapd_process.h"
 
 namespace slackswap {
 namespace {
 
-using ::slackswap::testing::HttpGet;
-using ::slackswap::testing::MetricValue;
+using ::slackswap::testing::AwaitMetric;
+using ::slackswap::testing::Connect;
+using ::slackswap::testing::Gpt2Plan;
+using ::slackswap::testing::Gpt2Sweep;
+using ::slackswap::testing::SetDeadline;
 using ::slackswap::testing::SlackswapdProcess;
 
 constexpr auto kDeadline = std::chrono::seconds(20);
@@ -33,7 +37,7 @@ grpc::Status SendRaw(const std::shared_ptr<grpc::Channel>& channel,
                      const std::string& bytes) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  SetDeadline(ctx, kDeadline);
   grpc::Slice slice(bytes.data(), bytes.size());
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
@@ -45,19 +49,11 @@ grpc::Status SendRaw(const std::shared_ptr<grpc::Channel>& channel,
 }
 
 bool Healthy(const SlackswapdProcess& server) {
-  auto channel =
-      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
-  auto stub = v1::Planner::NewStub(channel);
+  auto stub = v1::Planner::NewStub(Connect(server));
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
-  v1::PlanRequest req;
-  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  req.mutable_step()->mutable_workload()->set_layers(2);
-  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
-  req.set_budget_fraction(0.5);
-  req.add_policies("slackswap");
+  SetDeadline(ctx, kDeadline);
   v1::PlanResponse resp;
-  return stub->Plan(&ctx, req, &resp).ok() &&
+  return stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp).ok() &&
          resp.report().results(0).result().feasible();
 }
 
@@ -73,15 +69,11 @@ int64_t ResidentKb(pid_t pid) {
 TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
   SlackswapdProcess server({"--threads=1"});
   ASSERT_TRUE(server.started()) << server.error();
-  auto channel =
-      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
+  auto channel = Connect(server);
 
   // A real request, cut in half.
-  v1::PlanRequest req;
-  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
-  req.set_budget_fraction(0.5);
-  const std::string whole = req.SerializeAsString();
+  const std::string whole =
+      Gpt2Plan(std::nullopt, 0.5, /*policies=*/{}).SerializeAsString();
   grpc::Status s = SendRaw(channel, whole.substr(0, whole.size() / 2));
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.error_code(), grpc::StatusCode::UNAVAILABLE)
@@ -116,15 +108,11 @@ TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
 
   // 2,000 sweeps of the full GPT-2 XL over 20 budgets, each opened and then
   // dropped: cancelled at once, or left to the stream's destruction.
-  auto channel =
-      grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials());
-  auto stub = v1::Planner::NewStub(channel);
-  v1::SweepRequest req;
-  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  auto stub = v1::Planner::NewStub(Connect(server));
+  const v1::SweepRequest req = Gpt2Sweep();
   for (int i = 0; i < 2000; ++i) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    SetDeadline(ctx, kDeadline);
     std::unique_ptr<grpc::ClientReader<v1::SweepResponse>> reader =
         stub->Sweep(&ctx, req);
     ctx.TryCancel();
@@ -133,15 +121,9 @@ TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
 
   // Every abandoned call is finished by the server: the in-flight gauge
   // returns to zero (bounded wait), and memory has not run away.
-  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  std::optional<double> inflight;
-  while (std::chrono::steady_clock::now() < deadline) {
-    slackswap::testing::HttpResponse scrape =
-        HttpGet(server.metrics_port(), "/metrics");
-    inflight = MetricValue(scrape.body, "slackswap_inflight_requests");
-    if (inflight.has_value() && *inflight == 0) break;
-    std::this_thread::yield();
-  }
+  const std::optional<double> inflight = AwaitMetric(
+      server, "slackswap_inflight_requests", /*labels=*/{},
+      [](double v) { return v == 0; }, kDeadline);
   ASSERT_TRUE(inflight.has_value());
   EXPECT_EQ(*inflight, 0);
   const int64_t rss_after = ResidentKb(server.pid());

@@ -5,13 +5,15 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "io/proto_file.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 #include "tests/slackswapd_process.h"
 
@@ -23,12 +25,6 @@ using ::slackswap::testing::FindOnPath;
 using ::slackswap::testing::RunCommand;
 using ::slackswap::testing::SlackswapdProcess;
 using ::testing::HasSubstr;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
 
 // Certificates for one test suite, in a temporary directory.
 class Pki {
@@ -51,7 +47,11 @@ class Pki {
   bool ok() const { return ok_; }
   const std::string& error() const { return error_; }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
-  std::string Pem(const std::string& name) const { return ReadAll(Path(name)); }
+  std::string Pem(const std::string& name) const {
+    absl::StatusOr<std::string> pem = ReadFile(Path(name));
+    EXPECT_TRUE(pem.ok()) << pem.status();
+    return pem.value_or("");
+  }
 
  private:
   bool Run(const std::vector<std::string>& args) {
@@ -68,7 +68,11 @@ class Pki {
   }
   bool MakeLeaf(const std::string& name, const std::string& ca,
                 const std::string& extension) {
-    std::ofstream(Path(name + ".ext")) << extension << "\n";
+    absl::Status written = WriteFile(Path(name + ".ext"), extension + "\n");
+    if (!written.ok()) {
+      error_ = written.ToString();
+      return false;
+    }
     return Run({"req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name,
                 "-keyout", Path(name + ".key"), "-out", Path(name + ".csr")}) &&
            Run({"x509", "-req", "-in", Path(name + ".csr"), "-CA",
@@ -177,7 +181,7 @@ TEST(SecurityTest, MutualTlsRequiresAClientCertificateFromTheTrustedCa) {
 TEST(SecurityTest, BearerTokenIsRequiredWhenConfigured) {
   const std::string token_file =
       ::testing::TempDir() + "/slackswap_token." + std::to_string(getpid());
-  std::ofstream(token_file) << "s3cret-token\n";
+  ASSERT_TRUE(WriteFile(token_file, "s3cret-token\n").ok());
   SlackswapdProcess server({"--auth_token_file=" + token_file});
   ASSERT_TRUE(server.started()) << server.error();
   auto channel =

@@ -36,6 +36,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
+#include "tests/service_test_util.h"
 #include "tests/slackswapd_process.h"
 
 #ifndef SLACKSWAP_BIN
@@ -48,8 +49,12 @@ namespace {
 using ::grpc::health::v1::Health;
 using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
+using ::slackswap::testing::AwaitMetric;
 using ::slackswap::testing::CommandResult;
+using ::slackswap::testing::Connect;
 using ::slackswap::testing::FindOnPath;
+using ::slackswap::testing::Gpt2Plan;
+using ::slackswap::testing::Gpt2Sweep;
 using ::slackswap::testing::HttpGet;
 using ::slackswap::testing::HttpResponse;
 using ::slackswap::testing::JsonField;
@@ -57,6 +62,8 @@ using ::slackswap::testing::LogLine;
 using ::slackswap::testing::MetricValue;
 using ::slackswap::testing::ParseMetrics;
 using ::slackswap::testing::RunCommand;
+using ::slackswap::testing::Scrape;
+using ::slackswap::testing::SetDeadline;
 using ::slackswap::testing::SlackswapdProcess;
 using ::slackswap::testing::SteadyClock;
 using std::chrono::milliseconds;
@@ -65,43 +72,12 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
-constexpr char kHardware[] = "a100-80gb-pcie4";
 constexpr char kPlanner[] = "slackswap.v1.Planner";
-// Generous per-call deadline: a hung server fails the call, not the run.
-constexpr seconds kRpcTimeout(60);
 
 // Keeps libgrpc++_reflection (and with it the reflection protos'
 // descriptors in the generated pool) linked in, for the reflection test.
 [[maybe_unused]] void (*volatile kLinkReflection)() =
     &grpc::reflection::InitProtoReflectionServerBuilderPlugin;
-
-std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(256 << 20);
-  args.SetMaxSendMessageSize(256 << 20);
-  // A connection of its own, never shared with another test's channel.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(server.target(),
-                                   grpc::InsecureChannelCredentials(), args);
-}
-
-void SetDeadline(grpc::ClientContext& ctx,
-                 std::chrono::milliseconds timeout = kRpcTimeout) {
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
-}
-
-// GPT-2 XL on the reference GPU; `layers` overrides the depth.
-v1::PlanRequest Gpt2Plan(std::optional<int64_t> layers, double fraction,
-                         const std::vector<std::string>& policies) {
-  v1::PlanRequest req;
-  v1::WorkloadRef* w = req.mutable_step()->mutable_workload();
-  w->set_name("gpt2-xl");
-  if (layers.has_value()) w->set_layers(*layers);
-  req.mutable_step()->set_hardware_name(kHardware);
-  req.set_budget_fraction(fraction);
-  for (const std::string& p : policies) req.add_policies(p);
-  return req;
-}
 
 // Equal messages give equal bytes (map order included).
 std::string Deterministic(const google::protobuf::Message& m) {
@@ -120,29 +96,6 @@ v1::PlanReport WithoutTimings(const v1::PlanResponse& resp) {
   v1::PlanReport r = resp.report();
   for (v1::PolicyResult& p : *r.mutable_results()) p.clear_planning_seconds();
   return r;
-}
-
-std::string Scrape(const SlackswapdProcess& server) {
-  HttpResponse r = HttpGet(server.metrics_port(), "/metrics");
-  EXPECT_EQ(r.status, 200) << r.error;
-  return r.body;
-}
-
-// Scrapes until `sample{labels}` satisfies `ok`, for at most `timeout`;
-// returns the last value seen (nullopt if the sample never appeared).
-std::optional<double> AwaitMetric(
-    const SlackswapdProcess& server, const std::string& name,
-    const std::map<std::string, std::string>& labels,
-    const std::function<bool(double)>& ok, milliseconds timeout) {
-  const SteadyClock::time_point deadline = SteadyClock::now() + timeout;
-  std::optional<double> value;
-  while (true) {
-    value = MetricValue(Scrape(server), name, labels);
-    if (value.has_value() && ok(*value)) return value;
-    if (SteadyClock::now() >= deadline) return value;
-    // A poll interval, not a wait for something to happen.
-    std::this_thread::sleep_for(milliseconds(5));
-  }
 }
 
 // Matches the server's log line for one finished call of `method`.
@@ -427,10 +380,7 @@ TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
   ASSERT_TRUE(server.started()) << server.error();
   auto stub = v1::Planner::NewStub(Connect(server));
 
-  v1::SweepRequest req;
-  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  req.mutable_step()->mutable_workload()->set_layers(100);
-  req.mutable_step()->set_hardware_name(kHardware);
+  v1::SweepRequest req = Gpt2Sweep(100);
   req.set_from(0.3);
   req.set_to(0.6);
   req.set_step_fraction(0.1);
@@ -560,9 +510,7 @@ TEST(ServerErrorsTest, BadRequestsGetTheRightCodeNamingTheField) {
   EXPECT_THAT(s.error_message(),
               HasSubstr("the lowest activation peak reachable is"));
 
-  v1::SweepRequest sweep;
-  sweep.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  sweep.mutable_step()->set_hardware_name(kHardware);
+  v1::SweepRequest sweep = Gpt2Sweep();
   sweep.add_policies("bogus");
   grpc::ClientContext ctx;
   SetDeadline(ctx);
@@ -794,10 +742,7 @@ TEST(ServerCancelTest, CancelledSweepStopsWithinMilliseconds) {
   auto stub = v1::Planner::NewStub(Connect(server));
 
   // 91 budgets x 5 policies of a 300-layer GPT-2 XL: seconds of work.
-  v1::SweepRequest req;
-  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  req.mutable_step()->mutable_workload()->set_layers(300);
-  req.mutable_step()->set_hardware_name(kHardware);
+  v1::SweepRequest req = Gpt2Sweep(300);
   req.set_from(0.1);
   req.set_to(1.0);
   req.set_step_fraction(0.01);

@@ -116,12 +116,14 @@ _FWD_FLOPS_PER_ELEM = {
 # Ops that only allocate: no kernel, no bytes.
 _ALLOC_ONLY = {"empty", "empty_like", "empty_strided", "new_empty",
                "new_empty_strided", "new_zeros"}
-_MATMUL_OPS = {"mm", "addmm", "matmul", "linear"}
+# aten ops as the dispatch mode sees them in torch 1.13: composite ops
+# (matmul, linear, conv1d/2d/3d, _convolution) have decomposed into these.
+_MATMUL_OPS = {"mm", "addmm"}
 _BMM_OPS = {"bmm", "baddbmm"}
-_CONV_OPS = {"convolution", "_convolution", "mkldnn_convolution",
+_CONV_OPS = {"convolution", "mkldnn_convolution",
              "cudnn_convolution", "cudnn_convolution_transpose",
              "slow_conv2d_forward", "_slow_conv2d_forward",
-             "thnn_conv2d", "conv2d", "conv1d", "conv3d"}
+             "thnn_conv2d"}
 _ATTN_OPS = {"_scaled_dot_product_attention",
              "_scaled_dot_product_flash_attention",
              "_scaled_dot_product_efficient_attention",
@@ -163,11 +165,10 @@ class Exporter:
         self.ops = []       # dicts, index = id (final order fixed at the end)
         self.storage_to_tensor = {}  # storage key -> current tensor id
         self.keep = []      # keeps every storage seen alive: keys stay unique
-        self.tensor_producer = {}    # tensor id -> op index
         self.read_since_write = {}   # tensor id -> read by an op since written
-        self.last_writer = {}        # tensor id -> op index that last wrote it
+        # tensor id -> op index that wrote it (a write makes a new id).
+        self.last_writer = {}
         self.module_stack = []
-        self.module_names = {}
         self.block_of_module = {}    # paths of repeated blocks
         self.block_index = {}        # block path -> layer index
         self.const_count = 0
@@ -243,7 +244,6 @@ class Exporter:
         names = {}
         for name, mod in self.model.named_modules():
             names.setdefault(mod, name)
-        self.module_names = names
         # Blocks: children of Sequential/ModuleList with a same-type sibling.
         for name, mod in self.model.named_modules():
             if isinstance(mod, (torch.nn.Sequential, torch.nn.ModuleList)):
@@ -356,7 +356,7 @@ class Exporter:
                 not self.read_since_write.get(w) for w in written_act)
             if ok:
                 for i in in_ids:
-                    p = self.tensor_producer.get(i)
+                    p = self.last_writer.get(i)
                     if p is not None and p > target:
                         ok = False
             if ok:
@@ -385,14 +385,12 @@ class Exporter:
             if w in written_act:
                 nid = self.new_tensor(t, opname, KIND_ACT)
                 op["outputs"].append(nid)
-                self.tensor_producer[nid] = idx
                 self.last_writer[nid] = idx
                 self.read_since_write[nid] = False
         for j, t in enumerate(new_outs):
             tname = opname if len(new_outs) == 1 else "%s:%d" % (opname, j)
             nid = self.new_tensor(t, tname, KIND_ACT)
             op["outputs"].append(nid)
-            self.tensor_producer[nid] = idx
             self.last_writer[nid] = idx
             self.read_since_write[nid] = False
 

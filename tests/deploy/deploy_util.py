@@ -303,8 +303,11 @@ def parse_flagfile(text):
     return out
 
 
-def wait_until(what, predicate, timeout_s, interval_s=0.25):
-    """Polls predicate() until it returns a truthy value; fails on timeout."""
+def wait_until(what, predicate, timeout_s, interval_s=0.25, detail=None):
+    """Polls predicate() until it returns a truthy value; fails on timeout.
+
+    detail, if given, is called on timeout; what it returns ends the message.
+    """
     deadline = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < deadline:
@@ -316,4 +319,5 @@ def wait_until(what, predicate, timeout_s, interval_s=0.25):
             return value
         time.sleep(interval_s)
     fail(f"timed out after {timeout_s} s waiting for {what}"
-         + (f" (last error: {last})" if last else ""))
+         + (f" (last error: {last})" if last else "")
+         + (f": {detail()}" if detail else ""))

@@ -6,8 +6,7 @@ scripts/build.sh, scripts/install.sh: install_test.sh and
 runtime_packages_test.py). This test:
 
 - lints it with dockerfilelint (npm; FAILS when dockerfilelint is missing:
-  install it with `bash tests/deploy/install_dockerfilelint.sh`, which
-  .ci/run does);
+  scripts/setup.sh installs it, and scripts/test.sh runs that first);
 - checks its shape: a build stage FROM debian:bookworm that runs
   scripts/setup.sh, scripts/build.sh and scripts/install.sh; a final stage
   FROM debian:bookworm-slim that installs its packages only with
@@ -40,7 +39,7 @@ DOCKERFILELINT_VERSION = "1.8.0"
 
 
 def find_dockerfilelint():
-    """$SLACKSWAP_DOCKERFILELINT, install_dockerfilelint.sh's cache, PATH."""
+    """$SLACKSWAP_DOCKERFILELINT, scripts/setup.sh's cache, PATH."""
     env = os.environ.get("SLACKSWAP_DOCKERFILELINT")
     if env:
         return env if os.access(env, os.X_OK) else None
@@ -123,8 +122,8 @@ def main():
     # --- lint ---------------------------------------------------------------
     lint = find_dockerfilelint()
     du.check(lint is not None, f"dockerfilelint not found: run `bash "
-             f"tests/deploy/install_dockerfilelint.sh` (npm, dockerfilelint@"
-             f"{DOCKERFILELINT_VERSION}; .ci/run does), or set "
+             f"scripts/setup.sh` (npm, dockerfilelint@"
+             f"{DOCKERFILELINT_VERSION}; scripts/test.sh does), or set "
              f"SLACKSWAP_DOCKERFILELINT")
     r = subprocess.run([lint, "--output", "json", dockerfile],
                        capture_output=True, text=True, timeout=60,

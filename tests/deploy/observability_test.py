@@ -242,16 +242,10 @@ def main():
                 du.check(r.returncode == 0,
                          f"slackswap plan failed: {r.stderr}")
             return None
-        deadline = time.monotonic() + PROM_DATA_TIMEOUT_S
-        p99 = None
-        while p99 is None:
-            p99 = observed()
-            if p99 is None and time.monotonic() > deadline:
-                du.fail(f"after {PROM_DATA_TIMEOUT_S} s, p99 is not a "
-                        f"number or dashboard panels have no data: "
-                        f"{state.get('missing')}")
-            if p99 is None:
-                time.sleep(0.5)
+        p99 = du.wait_until(
+            "p99 to be a number and every promised dashboard panel to have "
+            "data", observed, PROM_DATA_TIMEOUT_S, interval_s=0.5,
+            detail=lambda: f"panels without data: {state.get('missing')}")
         print(f"ok: all {len(queries)} dashboard queries run; "
               f"{len(state['with_data'])} panels have data, among them "
               f"all {len(PANELS_WITH_DATA)} promised ones")

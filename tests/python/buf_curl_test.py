@@ -2,10 +2,10 @@
 
 client_test.py already proves server reflection with its own Python client;
 this adds an independent one. buf comes from, in order: $SLACKSWAP_BUF, `buf`
-on PATH, a cached npm install of @bufbuild/buf (pinned) under
-${XDG_CACHE_HOME:-~/.cache}/slackswap-tests/, or a fresh npm install there
-(bounded; disabled by SLACKSWAP_TEST_OFFLINE=1). Without any of them the
-test exits 77, which ctest reports as Skipped, not Passed.
+on PATH, or scripts/setup.sh's npm install of @bufbuild/buf (pinned) under
+${SLACKSWAP_TOOLS_DIR:-${XDG_CACHE_HOME:-~/.cache}/slackswap-tools}/. The test
+only looks buf up, it never installs it (tests reach loopback only). Without
+buf it exits 77, which ctest reports as Skipped, not Passed.
 
   /usr/bin/python3 tests/python/buf_curl_test.py \
       --slackswapd build/server/slackswapd --proto_root proto
@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -24,17 +23,10 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import slackswapd_fixture as fixture
 
 BUF_VERSION = "1.75.0"
-NPM_TIMEOUT_S = 120
 SKIP = 77  # ctest SKIP_RETURN_CODE
 
 OPTIONS = None
 BUF = None
-
-
-def cache_dir():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "slackswap-tests", f"buf-{BUF_VERSION}")
 
 
 def works(buf):
@@ -55,39 +47,16 @@ def find_buf():
     on_path = shutil.which("buf")
     if on_path and works(on_path):
         return on_path, "PATH"
-    cached = os.path.join(cache_dir(), "node_modules", ".bin", "buf")
-    if os.path.exists(cached) and works(cached):
-        return cached, "cache"
-    if os.environ.get("SLACKSWAP_TEST_OFFLINE"):
-        return None, "no buf and SLACKSWAP_TEST_OFFLINE is set"
-    npm = shutil.which("npm")
-    if npm is None:
-        return None, "no buf and no npm to install @bufbuild/buf"
-    parent = os.path.dirname(cache_dir())
-    os.makedirs(parent, exist_ok=True)
-    shutil.rmtree(cache_dir(), ignore_errors=True)  # a broken earlier install
-    staging = tempfile.mkdtemp(prefix="buf-install-", dir=parent)
-    cmd = [npm, "install", "--prefix", staging, "--no-audit", "--no-fund",
-           "--no-save", "--loglevel=error", f"@bufbuild/buf@{BUF_VERSION}"]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True,
-                           timeout=NPM_TIMEOUT_S)
-        if r.returncode != 0:
-            return None, (f"npm install @bufbuild/buf@{BUF_VERSION} failed "
-                          f"({r.returncode}): {r.stderr.strip()[-500:]}")
-    except subprocess.TimeoutExpired:
-        return None, f"npm install took over {NPM_TIMEOUT_S}s"
-    finally:
-        staged = os.path.join(staging, "node_modules", ".bin", "buf")
-        if os.path.exists(staged) and works(staged):
-            try:
-                os.rename(staging, cache_dir())  # atomic; loses to a racer
-            except OSError:
-                pass
-        shutil.rmtree(staging, ignore_errors=True)
-    if os.path.exists(cached) and works(cached):
-        return cached, "npm install"
-    return None, "npm install produced no working buf"
+    tools = os.environ.get("SLACKSWAP_TOOLS_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or
+        os.path.join(os.path.expanduser("~"), ".cache"), "slackswap-tools")
+    cached = os.path.join(tools, f"buf-{BUF_VERSION}", "node_modules", ".bin",
+                          "buf")
+    if works(cached):
+        return cached, "scripts/setup.sh's cache"
+    return None, (f"no buf: not in $SLACKSWAP_BUF, on PATH or at {cached} "
+                  f"(bash scripts/setup.sh installs @bufbuild/buf@"
+                  f"{BUF_VERSION} there)")
 
 
 class BufCurlTest(unittest.TestCase):

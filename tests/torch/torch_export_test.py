@@ -26,6 +26,7 @@ python3 (python3-torch, python3-torchvision):
 """
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -75,6 +76,15 @@ def graph_saved(graph):
     return saved
 
 
+@functools.lru_cache(maxsize=None)
+def load_tool():
+    """tools/torch_export.py (OPTIONS.tool) as a module."""
+    spec = importlib.util.spec_from_file_location("torch_export", OPTIONS.tool)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
 def build_model(expr):
     obj = eval(expr, {"torch": torch, "torchvision": torchvision})
     if not isinstance(obj, torch.nn.Module):
@@ -102,20 +112,11 @@ def measure_saved_with_hooks(expr, shape, dtype_bytes, native_dropout):
         packed.setdefault(key(t), t)
         return t
 
-    F = torch.nn.functional
-    orig = F.dropout
-    if native_dropout:  # what the tool documents for --dropout native
-        def dropout(input, p=0.5, training=True, inplace=False):
-            if inplace or not training or p == 0 or input.numel() == 0:
-                return orig(input, p, training, inplace)
-            return torch.native_dropout(input, p, training)[0]
-        F.dropout = dropout
-    try:
+    # What the tool does for --dropout native.
+    with load_tool().native_dropout(torch, native_dropout):
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = model(x)
             loss = out.sum()
-    finally:
-        F.dropout = orig
     total = 0
     for k, t in packed.items():
         if k in static:
@@ -328,17 +329,10 @@ class TraceDurationsTest(unittest.TestCase):
         torch.manual_seed(0)
         x = torch.randn(*self.SHAPE)
         torch.manual_seed(0)
-        F = torch.nn.functional
-        orig = F.dropout
-        F.dropout = lambda i, p=0.5, training=True, inplace=False: (
-            torch.native_dropout(i, p, training)[0] if training and p > 0
-            else orig(i, p, training, inplace))
-        try:
+        with load_tool().native_dropout(torch, True):
             with torch.profiler.profile(
                     activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                 model(x).sum().backward()
-        finally:
-            F.dropout = orig
         prof.export_chrome_trace(trace)
 
         out = os.path.join(OPTIONS.work_dir, "traced.json")
@@ -383,10 +377,7 @@ class GpuTraceTest(unittest.TestCase):
     """A Kineto GPU trace: an op lasts as long as the kernels it launched."""
 
     def test_kernel_durations(self):
-        spec = importlib.util.spec_from_file_location("torch_export",
-                                                      OPTIONS.tool)
-        tool = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(tool)
+        tool = load_tool()
         ops = [{"aten": ["mm"], "cost": {}},
                {"aten": ["native_layer_norm", "relu_"], "cost": {}},
                {"node": "MmBackward0", "ordinal": 0, "cost": {}},

@@ -1,0 +1,67 @@
+#include "tests/service_test_util.h"
+
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace slackswap {
+namespace testing {
+
+std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxSendMessageSize(256 << 20);
+  // A connection of its own, never shared with another test's channel.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(server.target(),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+v1::PlanRequest Gpt2Plan(std::optional<int64_t> layers, double fraction,
+                         const std::vector<std::string>& policies) {
+  v1::PlanRequest req;
+  v1::WorkloadRef* w = req.mutable_step()->mutable_workload();
+  w->set_name("gpt2-xl");
+  if (layers.has_value()) w->set_layers(*layers);
+  req.mutable_step()->set_hardware_name(kHardware);
+  req.set_budget_fraction(fraction);
+  for (const std::string& p : policies) req.add_policies(p);
+  return req;
+}
+
+v1::SweepRequest Gpt2Sweep(std::optional<int64_t> layers) {
+  v1::SweepRequest req;
+  v1::WorkloadRef* w = req.mutable_step()->mutable_workload();
+  w->set_name("gpt2-xl");
+  if (layers.has_value()) w->set_layers(*layers);
+  req.mutable_step()->set_hardware_name(kHardware);
+  return req;
+}
+
+std::string Scrape(const SlackswapdProcess& server) {
+  HttpResponse r = HttpGet(server.metrics_port(), "/metrics");
+  EXPECT_EQ(r.status, 200) << r.error;
+  return r.body;
+}
+
+std::optional<double> AwaitMetric(
+    const SlackswapdProcess& server, const std::string& name,
+    const std::map<std::string, std::string>& labels,
+    const std::function<bool(double)>& ok, std::chrono::milliseconds timeout) {
+  const SteadyClock::time_point deadline = SteadyClock::now() + timeout;
+  std::optional<double> value;
+  while (true) {
+    value = MetricValue(Scrape(server), name, labels);
+    if (value.has_value() && ok(*value)) return value;
+    if (SteadyClock::now() >= deadline) return value;
+    // A poll interval, not a wait for something to happen.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace testing
+}  // namespace slackswap

@@ -1,0 +1,64 @@
+// Client-side helpers for tests that talk to a real slackswapd
+// (tests/slackswapd_process.h) over gRPC: a channel of the test's own, call
+// deadlines, the reference requests, and bounded polling of its metrics.
+//
+//   SlackswapdProcess server({"--threads=1"});
+//   auto stub = v1::Planner::NewStub(Connect(server));
+//   grpc::ClientContext ctx;
+//   SetDeadline(ctx);
+//   v1::PlanResponse resp;
+//   grpc::Status s = stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
+#ifndef SLACKSWAP_TESTS_SERVICE_TEST_UTIL_H_
+#define SLACKSWAP_TESTS_SERVICE_TEST_UTIL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "slackswap/v1/planner_service.pb.h"
+#include "tests/slackswapd_process.h"
+
+namespace slackswap {
+namespace testing {
+
+// The reference GPU of the tests' requests.
+inline constexpr char kHardware[] = "a100-80gb-pcie4";
+// Generous per-call deadline: a hung server fails the call, not the run.
+inline constexpr std::chrono::seconds kRpcTimeout(60);
+
+// A channel to `server` with a connection of its own (never shared with
+// another test's channel) and 256 MiB message limits.
+std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server);
+
+// Sets the call's deadline `timeout` from now.
+void SetDeadline(grpc::ClientContext& ctx,
+                 std::chrono::milliseconds timeout = kRpcTimeout);
+
+// GPT-2 XL on kHardware; `layers` overrides the depth.
+v1::PlanRequest Gpt2Plan(std::optional<int64_t> layers, double fraction,
+                         const std::vector<std::string>& policies);
+
+// A Sweep of GPT-2 XL on kHardware with the server's default range and
+// policies; `layers` overrides the depth.
+v1::SweepRequest Gpt2Sweep(std::optional<int64_t> layers = std::nullopt);
+
+// The body of GET /metrics (a test failure unless it answered 200).
+std::string Scrape(const SlackswapdProcess& server);
+
+// Scrapes until `sample{labels}` satisfies `ok`, for at most `timeout`;
+// returns the last value seen (nullopt if the sample never appeared).
+std::optional<double> AwaitMetric(
+    const SlackswapdProcess& server, const std::string& name,
+    const std::map<std::string, std::string>& labels,
+    const std::function<bool(double)>& ok, std::chrono::milliseconds timeout);
+
+}  // namespace testing
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_TESTS_SERVICE_TEST_UTIL_H_
