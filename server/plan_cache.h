@@ -4,7 +4,7 @@
 // can be answered from here.
 //
 //   PlanCache cache(/*capacity_bytes=*/64 << 20);
-//   std::string key = DeterministicBytes(request);
+//   std::string key = CacheKey(request);
 //   if (std::optional<std::string> hit = cache.Lookup(key)) {
 //     if (response.ParseFromString(*hit)) return response;
 //     cache.Discard(key);  // unusable: counted as a miss after all
@@ -32,8 +32,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "common/mutex.h"
+#include "google/protobuf/message_lite.h"
 
 namespace slackswap {
+
+// The cache key of a request: its deterministic serialization (map entries
+// in key order), so equal requests give equal keys.
+std::string CacheKey(const google::protobuf::MessageLite& request);
 
 class PlanCache {
  public:

@@ -9,8 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/mutex.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace slackswap {
 namespace {
@@ -51,18 +49,6 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 
 // Requests up to this size are looked up in the cache on the gRPC thread.
 constexpr size_t kLookUpOnGrpcThreadBytes = 16 << 10;
-
-std::string CacheKey(const v1::PlanRequest& req) {
-  std::string key;
-  {
-    // The streams give back unused bytes when they are destroyed.
-    google::protobuf::io::StringOutputStream stream(&key);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    req.SerializeToCodedStream(&coded);
-  }
-  return key;
-}
 
 }  // namespace
 
