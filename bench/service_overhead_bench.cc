@@ -9,8 +9,9 @@
 //                                PlanResponse::SerializeToString of the
 //                                response (what the gRPC layer does per call);
 //   BM_CacheHitPath/<case>   (c) what a plan-cache hit costs the handler
-//                                besides (b): the cache key (CacheKey, the
-//                                server's), PlanCache::Lookup (hash, lock,
+//                                besides (b): the cache key (the request's
+//                                deterministic serialization, as the server
+//                                makes it), PlanCache::Lookup (hash, lock,
 //                                copy) and ParseFromString of the response;
 //   BM_Ratio/<case>          (a) and (b) timed back to back in each
 //                                iteration on the thread's CPU clock; its
@@ -31,6 +32,7 @@
 #include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "core/planning_core.h"
+#include "io/proto_file.h"
 #include "server/plan_cache.h"
 #include "slackswap/v1/planner_service.pb.h"
 
@@ -112,9 +114,12 @@ void BM_CacheHitPath(benchmark::State& state, std::string which) {
   const PlanningCore core{CoreLimits{}};
   const v1::PlanRequest req = MakeRequest(which);
   PlanCache cache(/*capacity_bytes=*/64 << 20);
-  cache.Insert(CacheKey(req), PlanOnce(core, req).SerializeAsString());
+  std::string key;
+  SerializeDeterministic(req, &key);
+  cache.Insert(key, PlanOnce(core, req).SerializeAsString());
   for (auto _ : state) {
-    std::optional<std::string> hit = cache.Lookup(CacheKey(req));
+    SerializeDeterministic(req, &key);
+    std::optional<std::string> hit = cache.Lookup(key);
     v1::PlanResponse resp;
     if (!hit.has_value() || !resp.ParseFromString(*hit)) std::abort();
     benchmark::DoNotOptimize(resp);

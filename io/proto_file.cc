@@ -85,20 +85,26 @@ absl::Status ParseProto(absl::string_view data, FileFormat format,
   return absl::InternalError("unknown format");
 }
 
+bool SerializeDeterministic(const google::protobuf::Message& msg,
+                            std::string* out) {
+  out->clear();
+  // The streams give back unused bytes when they are destroyed.
+  google::protobuf::io::StringOutputStream stream(out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  return msg.SerializeToCodedStream(&coded);
+}
+
 absl::StatusOr<std::string> SerializeProto(const google::protobuf::Message& msg,
                                            FileFormat format) {
   std::string out;
   switch (format) {
-    case FileFormat::kBinary: {
-      google::protobuf::io::StringOutputStream stream(&out);
-      google::protobuf::io::CodedOutputStream coded(&stream);
-      coded.SetSerializationDeterministic(true);
-      if (!msg.SerializeToCodedStream(&coded)) {
+    case FileFormat::kBinary:
+      if (!SerializeDeterministic(msg, &out)) {
         return absl::InternalError("cannot serialize " +
                                    msg.GetDescriptor()->name());
       }
       break;
-    }
     case FileFormat::kText:
       if (!google::protobuf::TextFormat::PrintToString(msg, &out)) {
         return absl::InternalError("cannot print " +

@@ -25,6 +25,12 @@ absl::StatusOr<FileFormat> FormatForPath(absl::string_view path);
 // Errors name the file and, for text and JSON, what the parser said.
 absl::Status ParseProto(absl::string_view data, FileFormat format,
                         absl::string_view what, google::protobuf::Message* msg);
+// The binary serialization with map entries in key order, so equal messages
+// give equal bytes (cache keys, comparisons). False if it cannot be
+// serialized (over 2 GiB).
+bool SerializeDeterministic(const google::protobuf::Message& msg,
+                            std::string* out);
+
 absl::StatusOr<std::string> SerializeProto(const google::protobuf::Message& msg,
                                            FileFormat format);
 

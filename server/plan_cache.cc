@@ -4,22 +4,7 @@
 #include <iterator>
 #include <utility>
 
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-
 namespace slackswap {
-
-std::string CacheKey(const google::protobuf::MessageLite& request) {
-  std::string key;
-  {
-    // The streams give back unused bytes when they are destroyed.
-    google::protobuf::io::StringOutputStream stream(&key);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    request.SerializeToCodedStream(&coded);
-  }
-  return key;
-}
 
 PlanCache::PlanCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {
   assert(capacity_bytes >= 0);

@@ -4,7 +4,8 @@
 // can be answered from here.
 //
 //   PlanCache cache(/*capacity_bytes=*/64 << 20);
-//   std::string key = CacheKey(request);
+//   std::string key;
+//   SerializeDeterministic(request, &key);  // io/proto_file.h
 //   if (std::optional<std::string> hit = cache.Lookup(key)) {
 //     if (response.ParseFromString(*hit)) return response;
 //     cache.Discard(key);  // unusable: counted as a miss after all
@@ -32,13 +33,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "common/mutex.h"
-#include "google/protobuf/message_lite.h"
 
 namespace slackswap {
-
-// The cache key of a request: its deterministic serialization (map entries
-// in key order), so equal requests give equal keys.
-std::string CacheKey(const google::protobuf::MessageLite& request);
 
 class PlanCache {
  public:

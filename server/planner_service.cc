@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/mutex.h"
+#include "io/proto_file.h"
 
 namespace slackswap {
 namespace {
@@ -49,6 +50,13 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 
 // Requests up to this size are looked up in the cache on the gRPC thread.
 constexpr size_t kLookUpOnGrpcThreadBytes = 16 << 10;
+
+// Equal requests give equal keys (map entries in key order).
+std::string CacheKey(const v1::PlanRequest& req) {
+  std::string key;
+  SerializeDeterministic(req, &key);
+  return key;
+}
 
 }  // namespace
 

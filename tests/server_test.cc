@@ -26,8 +26,6 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/descriptor_database.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -35,6 +33,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "io/proto_file.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 #include "tests/service_test_util.h"
 #include "tests/slackswapd_process.h"
@@ -82,12 +81,7 @@ constexpr char kPlanner[] = "slackswap.v1.Planner";
 // Equal messages give equal bytes (map order included).
 std::string Deterministic(const google::protobuf::Message& m) {
   std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    m.SerializeToCodedStream(&coded);
-  }  // flushed into `out`
+  EXPECT_TRUE(SerializeDeterministic(m, &out));
   return out;
 }
 
