@@ -8,7 +8,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "planner/transformer.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 
 namespace slackswap {
 namespace {
@@ -26,7 +27,7 @@ T OrDie(absl::StatusOr<T> v, const char* what) {
 
 Graph SyntheticTransformer(int64_t target_ops, int32_t batch) {
   // ops(L) = fixed + L * per_layer; solve for ~target_ops.
-  TransformerConfig c = OrDie(FindPreset("gpt2-xl"), "gpt2-xl");
+  TransformerConfig c = OrDie(FindWorkload("gpt2-xl"), "gpt2-xl");
   if (batch > 0) c.batch = batch;
   c.layers = 1;
   const int64_t one = OrDie(BuildTransformer(c), "gpt2-xl").ops.size();

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "planner/graph.h"
+#include "model/graph.h"
 
 namespace slackswap {
 

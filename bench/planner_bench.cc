@@ -11,7 +11,8 @@
 #include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "planner/policy.h"
-#include "planner/transformer.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 
 namespace slackswap {
 namespace {
@@ -34,7 +35,7 @@ const Graph& CachedGraph(const std::string& name) {
   } else if (name == "ops_100k") {
     g = Synthetic(100'000);
   } else {
-    g = *BuildTransformer(*FindPreset(name));
+    g = *BuildTransformer(*FindWorkload(name));
   }
   return graphs->emplace(name, std::move(g)).first->second;
 }

@@ -63,7 +63,7 @@ v1::PlanRequest MakeRequest(const std::string& which) {
 
 v1::PlanResponse PlanOnce(const PlanningCore& core,
                           const v1::PlanRequest& req) {
-  absl::StatusOr<v1::PlanResponse> resp = core.Plan(req, {});
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, {});
   if (!resp.ok()) {
     std::fprintf(stderr, "Plan failed: %s\n", resp.status().ToString().c_str());
     std::abort();

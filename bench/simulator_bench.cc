@@ -33,12 +33,13 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
-#include "planner/budget.h"
-#include "planner/cost_model.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
-#include "planner/plan.h"
-#include "planner/transformer.h"
+#include "model/budget.h"
+#include "model/cost_model.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "model/plan.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
 
@@ -72,7 +73,7 @@ T OrDie(absl::StatusOr<T> v, const std::string& what) {
 
 Graph BuildGraph(const std::string& workload) {
   if (workload != "synthetic-100k") {
-    return OrDie(BuildTransformer(OrDie(FindPreset(workload), workload)),
+    return OrDie(BuildTransformer(OrDie(FindWorkload(workload), workload)),
                  workload);
   }
   return SyntheticTransformer(kSyntheticOps);

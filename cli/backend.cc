@@ -18,19 +18,19 @@ namespace {
 class LocalBackend : public Backend {
  public:
   absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& req) override {
-    return core_.Plan(req, {});
+    return core_.PlanStep(req, {});
   }
   absl::Status Sweep(const v1::SweepRequest& req,
                      const std::function<void(const v1::SweepResponse&)>&
                          on_message) override {
-    return core_.Sweep(req, {}, [&](const v1::SweepResponse& r) {
+    return core_.SweepBudgets(req, {}, [&](const v1::SweepResponse& r) {
       on_message(r);
       return true;
     });
   }
   absl::StatusOr<v1::SimulateResponse> Simulate(
       const v1::SimulateRequest& req) override {
-    return core_.Simulate(req, {});
+    return core_.SimulateStep(req, {});
   }
   absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
       const v1::GetWorkloadRequest& req) override {

@@ -6,7 +6,7 @@
 #include "core/planning_core.h"
 #include "io/convert.h"
 #include "io/proto_file.h"
-#include "planner/budget.h"
+#include "model/budget.h"
 
 namespace slackswap {
 

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
 #include "google/protobuf/repeated_ptr_field.h"
-#include "planner/budget.h"
+#include "model/budget.h"
 #include "slackswap/v1/planner_service.pb.h"
 
 namespace slackswap {

@@ -1,7 +1,7 @@
 #include "cli/print.h"
 
 #include "absl/strings/str_format.h"
-#include "planner/budget.h"
+#include "common/format.h"
 
 namespace slackswap {
 

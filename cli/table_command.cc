@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/inputs.h"
 #include "common/status_macros.h"
-#include "planner/budget.h"
+#include "common/format.h"
 #include "planner/policy.h"
 
 namespace slackswap {

@@ -39,12 +39,4 @@ absl::Status RunWorkload(const Args& args, std::ostream& out) {
   return absl::OkStatus();
 }
 
-absl::Status RunHealth(const Args& args, std::ostream& out) {
-  SLACKSWAP_ASSIGN_OR_RETURN(Flags flags,
-                             Flags::Parse(args, BackendFlags(), {}));
-  SLACKSWAP_RETURN_IF_ERROR(CheckHealth(flags));
-  out << *flags.Get("server") << " is SERVING\n";
-  return absl::OkStatus();
-}
-
 }  // namespace slackswap

@@ -63,7 +63,7 @@ struct Expect {
 
 void Check(const v1::PlanRequest& req, const Expect& want) {
   const PlanningCore core{CoreLimits{}};
-  absl::StatusOr<v1::PlanResponse> r = core.Plan(req, {});
+  absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, {});
   EXPECT_EQ(r.status().code(), want.code) << r.status();
   EXPECT_THAT(std::string(r.status().message()), HasSubstr(want.message));
 }
@@ -158,7 +158,7 @@ TEST(HostileInputTest, ABudgetAboveThePeakKeepsEverything) {
   v1::PlanRequest req = Request(Tiny());
   req.set_budget_fraction(3.0);
   const PlanningCore core{CoreLimits{}};
-  absl::StatusOr<v1::PlanResponse> r = core.Plan(req, {});
+  absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, {});
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::SimulationResult& result = r->report().results(0).result();
   EXPECT_TRUE(result.feasible());
@@ -177,7 +177,7 @@ TEST(HostileInputTest, UnknownPolicyAndHardware) {
   v1::PlanRequest req = Request(Tiny());
   req.set_policies(0, "fastest");
   Check(req, {absl::StatusCode::kInvalidArgument,
-              "policies[0]: unknown policy 'fastest'"});
+              "policies[0]: unknown policy \"fastest\""});
   req = Request(Tiny());
   req.mutable_step()->set_hardware_name("tpu-v9");
   Check(req, {absl::StatusCode::kNotFound, "step.hardware_name"});
@@ -216,7 +216,7 @@ TEST(HostileInputTest, TooManyTimelinePointsOrSweepPoints) {
   sweep.set_to(1.0);
   sweep.set_step_fraction(1e-6);
   absl::Status s =
-      core.Sweep(sweep, {}, [](const v1::SweepResponse&) { return true; });
+      core.SweepBudgets(sweep, {}, [](const v1::SweepResponse&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(s.message()), HasSubstr("exceed the limit of 1000"));
 }

@@ -10,9 +10,11 @@
 #include "common/status_macros.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
-#include "planner/budget.h"
+#include "common/format.h"
+#include "model/budget.h"
 #include "planner/policy.h"
-#include "planner/transformer.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 
 namespace slackswap {
 namespace {
@@ -121,6 +123,25 @@ absl::StatusOr<v1::TargetAnswer> FindTarget(
   return out;
 }
 
+// FAILED_PRECONDITION for a budget none of `policies` meets, naming the
+// lowest budget any of them reaches.
+absl::Status LowestBudgetError(const PlanningContext& ctx,
+                               const std::vector<const PolicyInfo*>& policies) {
+  int64_t lowest = std::numeric_limits<int64_t>::max();
+  std::string by;
+  for (const PolicyInfo* policy : policies) {
+    if (policy->unbudgeted_reference) continue;
+    SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
+                               MinimumFeasibleBudget(policy->name, ctx));
+    if (minimum < lowest) {
+      lowest = minimum;
+      by = policy->name;
+    }
+  }
+  return BudgetNotMetError(ctx.budget_bytes, lowest, by,
+                           ctx.graph.index.saved_bytes);
+}
+
 void StripReasons(v1::Plan* plan) {
   for (v1::Decision& d : *plan->mutable_decisions()) d.clear_reason();
 }
@@ -130,8 +151,8 @@ void StripReasons(v1::Plan* plan) {
 PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer)
     : limits_(limits), observer_(observer) {}
 
-absl::StatusOr<v1::PlanResponse> PlanningCore::Plan(const v1::PlanRequest& req,
-                                                    const StopFn& stop) const {
+absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
+    const v1::PlanRequest& req, const StopFn& stop) const {
   Stopwatch watch;
   SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
   SLACKSWAP_ASSIGN_OR_RETURN(
@@ -140,7 +161,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::Plan(const v1::PlanRequest& req,
                     req.budget_bytes(),
                     req.budget_case() == v1::PlanRequest::kBudgetFraction,
                     req.budget_fraction(), step.graph, /*optional=*/false));
-  SLACKSWAP_ASSIGN_OR_RETURN(std::vector<std::string> policies,
+  SLACKSWAP_ASSIGN_OR_RETURN(std::vector<const PolicyInfo*> policies,
                              ResolvePolicies(req.policies()));
   SLACKSWAP_RETURN_IF_ERROR(
       CheckTimelinePoints(req.timeline_points(), limits_));
@@ -165,34 +186,23 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::Plan(const v1::PlanRequest& req,
   out.set_budget_fraction(Fraction(budget, g.index.saved_bytes));
   bool any_budgeted = false;
   bool any_feasible = false;
-  for (const std::string& name : policies) {
+  for (const PolicyInfo* policy : policies) {
     double seconds = 0;
     SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o,
-                               runner.Run(name, report, &seconds));
+                               runner.Run(policy->name, report, &seconds));
     v1::PolicyResult* p = out.add_results();
-    p->set_policy(name);
+    p->set_policy(policy->name);
     *p->mutable_result() = ResultToProto(o.result, g);
     *p->mutable_plan() = PlanToProto(o.plan, g, step.hw.name);
     if (!req.include_reasons()) StripReasons(p->mutable_plan());
     p->set_planning_seconds(seconds);
-    if (name != "ideal") {
+    if (!policy->unbudgeted_reference) {
       any_budgeted = true;
       any_feasible |= o.result.feasible;
     }
   }
   if (any_budgeted && !any_feasible) {
-    int64_t lowest = std::numeric_limits<int64_t>::max();
-    std::string by;
-    for (const std::string& name : policies) {
-      if (name == "ideal") continue;
-      SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
-                                 MinimumFeasibleBudget(name, ctx));
-      if (minimum < lowest) {
-        lowest = minimum;
-        by = name;
-      }
-    }
-    return BudgetNotMetError(budget, lowest, by, g.index.saved_bytes);
+    return LowestBudgetError(ctx, policies);
   }
   resp.set_server_seconds(watch.Lap());
   return resp;
@@ -218,56 +228,69 @@ absl::Status BudgetNotMetError(int64_t budget, int64_t lowest,
                    lowest_text));
 }
 
-absl::Status PlanningCore::Sweep(
-    const v1::SweepRequest& req, const StopFn& stop,
-    const std::function<bool(const v1::SweepResponse&)>& emit) const {
-  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
-  SLACKSWAP_ASSIGN_OR_RETURN(std::vector<std::string> policies,
-                             ResolvePolicies(req.policies()));
+namespace {
+
+// A sweep request, validated: the step, the policies, and the budget
+// fractions in order.
+struct SweepSpec {
+  Step step;
+  std::vector<const PolicyInfo*> policies;
+  std::vector<double> fractions;
+  double target = 0;
+};
+
+absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
+                                       const CoreLimits& limits) {
+  SweepSpec spec;
+  SLACKSWAP_ASSIGN_OR_RETURN(spec.step, ResolveStep(req.step(), limits));
+  SLACKSWAP_ASSIGN_OR_RETURN(spec.policies, ResolvePolicies(req.policies()));
   const double from = req.from() == 0 ? 0.1 : req.from();
   const double to = req.to() == 0 ? 1.0 : req.to();
   const double by = req.step_fraction() == 0 ? 0.05 : req.step_fraction();
   SLACKSWAP_RETURN_IF_ERROR(CheckFraction("from", from));
-  if (!(std::isfinite(to) && to >= from && to <= 1000)) {
+  SLACKSWAP_RETURN_IF_ERROR(CheckFraction("to", to));
+  if (to < from) {
     return absl::InvalidArgumentError(
-        absl::StrCat("to must be in [from, 1000], got ", to));
+        absl::StrCat("to must be >= from (", from, "), got ", to));
   }
   if (!(std::isfinite(by) && by > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("step_fraction must be > 0, got ", by));
   }
   const double count = std::floor((to - from) / by + 1e-9) + 1;
-  if (count * policies.size() > limits_.max_sweep_points) {
+  if (count * spec.policies.size() > limits.max_sweep_points) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "from/to/step_fraction: ", count, " budgets x ", policies.size(),
-        " policies exceed the limit of ", limits_.max_sweep_points, " points"));
+        "from/to/step_fraction: ", count, " budgets x ", spec.policies.size(),
+        " policies exceed the limit of ", limits.max_sweep_points, " points"));
   }
   if (!std::isfinite(req.target()) || req.target() < 0 || req.target() > 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("target must be in [0, 1], got ", req.target()));
   }
-  const Graph& g = step.graph;
-  if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
-  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, step.hw));
-  const int64_t peak = g.index.saved_bytes;
-  PlanningContext ctx{g, step.hw, analysis, std::max<int64_t>(1, peak), stop};
-  const PolicyRunner runner{ctx, observer_};
-  auto send = [&](const v1::SweepResponse& r) -> absl::Status {
-    if (!emit(r)) return absl::CancelledError("the client went away");
-    return absl::OkStatus();
-  };
-
-  std::vector<v1::SweepPoint> points;
+  spec.target = req.target();
   for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
     // Rounded so that 0.1 + 3 * 0.3 is 1.0, not 0.9999999999999999.
-    const double f = std::round((from + i * by) * 1e9) / 1e9;
+    spec.fractions.push_back(std::round((from + i * by) * 1e9) / 1e9);
+  }
+  return spec;
+}
+
+using Emit = std::function<absl::Status(const v1::SweepResponse&)>;
+
+// Every (budget, policy) point, each emitted as soon as it is computed.
+absl::StatusOr<std::vector<v1::SweepPoint>> SweepPoints(
+    const SweepSpec& spec, const PolicyRunner& runner, const Emit& emit) {
+  const int64_t peak = spec.step.graph.index.saved_bytes;
+  std::vector<v1::SweepPoint> points;
+  for (double f : spec.fractions) {
     const int64_t budget = Budget::Fraction(f).Resolve(peak);
-    for (const std::string& policy : policies) {
-      SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, runner.Quiet(policy, budget));
+    for (const PolicyInfo* policy : spec.policies) {
+      SLACKSWAP_ASSIGN_OR_RETURN(SimResult r,
+                                 runner.Quiet(policy->name, budget));
       v1::SweepResponse msg;
       msg.set_unconstrained_peak_bytes(peak);
       v1::SweepPoint* p = msg.mutable_point();
-      p->set_policy(policy);
+      p->set_policy(policy->name);
       p->set_budget_fraction(f);
       p->set_budget_bytes(budget);
       p->set_feasible(r.feasible);
@@ -275,38 +298,76 @@ absl::Status PlanningCore::Sweep(
       p->set_peak_activation_bytes(r.peak_activation_bytes);
       p->set_infeasible_reason(r.infeasible_reason);
       points.push_back(*p);
-      SLACKSWAP_RETURN_IF_ERROR(send(msg));
+      SLACKSWAP_RETURN_IF_ERROR(emit(msg));
     }
   }
-  if (req.target() > 0) {
-    for (const std::string& policy : policies) {
-      if (policy == "ideal") continue;  // no budget to find
-      v1::SweepResponse msg;
-      SLACKSWAP_ASSIGN_OR_RETURN(
-          *msg.mutable_target(),
-          FindTarget(runner, policy, req.target(), points, peak));
-      SLACKSWAP_RETURN_IF_ERROR(send(msg));
-    }
-  }
-  for (const std::string& policy : policies) {
-    const bool infeasible_somewhere =
-        std::any_of(points.begin(), points.end(), [&](const v1::SweepPoint& p) {
-          return p.policy() == policy && !p.feasible();
-        });
-    if (!infeasible_somewhere) continue;
-    SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
-                               MinimumFeasibleBudget(policy, ctx));
+  return points;
+}
+
+// Per budgeted policy, the smallest budget that retains the target.
+absl::Status TargetAnswers(const SweepSpec& spec, const PolicyRunner& runner,
+                           const std::vector<v1::SweepPoint>& points,
+                           const Emit& emit) {
+  if (spec.target <= 0) return absl::OkStatus();
+  for (const PolicyInfo* policy : spec.policies) {
+    if (policy->unbudgeted_reference) continue;
     v1::SweepResponse msg;
-    v1::PolicyMinimum* m = msg.mutable_minimum();
-    m->set_policy(policy);
-    m->set_budget_bytes(minimum);
-    m->set_budget_fraction(Fraction(minimum, peak));
-    SLACKSWAP_RETURN_IF_ERROR(send(msg));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        *msg.mutable_target(),
+        FindTarget(runner, policy->name, spec.target, points,
+                   spec.step.graph.index.saved_bytes));
+    SLACKSWAP_RETURN_IF_ERROR(emit(msg));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::SimulateResponse> PlanningCore::Simulate(
+// Per policy that was infeasible somewhere, the lowest budget it meets.
+absl::Status PolicyMinimums(const SweepSpec& spec, const PlanningContext& ctx,
+                            const std::vector<v1::SweepPoint>& points,
+                            const Emit& emit) {
+  for (const PolicyInfo* policy : spec.policies) {
+    const bool infeasible_somewhere =
+        std::any_of(points.begin(), points.end(), [&](const v1::SweepPoint& p) {
+          return p.policy() == policy->name && !p.feasible();
+        });
+    if (!infeasible_somewhere) continue;
+    SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
+                               MinimumFeasibleBudget(policy->name, ctx));
+    v1::SweepResponse msg;
+    v1::PolicyMinimum* m = msg.mutable_minimum();
+    m->set_policy(policy->name);
+    m->set_budget_bytes(minimum);
+    m->set_budget_fraction(
+        Fraction(minimum, ctx.graph.index.saved_bytes));
+    SLACKSWAP_RETURN_IF_ERROR(emit(msg));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PlanningCore::SweepBudgets(
+    const v1::SweepRequest& req, const StopFn& stop,
+    const std::function<bool(const v1::SweepResponse&)>& emit) const {
+  SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec, ResolveSweep(req, limits_));
+  const Graph& g = spec.step.graph;
+  if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
+  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
+                             AnalyzeStep(g, spec.step.hw));
+  PlanningContext ctx{g, spec.step.hw, analysis,
+                      std::max<int64_t>(1, g.index.saved_bytes), stop};
+  const PolicyRunner runner{ctx, observer_};
+  const Emit send = [&](const v1::SweepResponse& r) -> absl::Status {
+    if (!emit(r)) return absl::CancelledError("the client went away");
+    return absl::OkStatus();
+  };
+  SLACKSWAP_ASSIGN_OR_RETURN(std::vector<v1::SweepPoint> points,
+                             SweepPoints(spec, runner, send));
+  SLACKSWAP_RETURN_IF_ERROR(TargetAnswers(spec, runner, points, send));
+  return PolicyMinimums(spec, ctx, points, send);
+}
+
+absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
     const v1::SimulateRequest& req, const StopFn& stop) const {
   Stopwatch watch;
   SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
@@ -356,8 +417,8 @@ namespace {
 
 absl::StatusOr<v1::ListWorkloadsResponse> BuildWorkloadList() {
   v1::ListWorkloadsResponse resp;
-  for (const std::string& name : PresetNames()) {
-    SLACKSWAP_ASSIGN_OR_RETURN(TransformerConfig c, FindPreset(name));
+  for (const std::string& name : WorkloadNames()) {
+    SLACKSWAP_ASSIGN_OR_RETURN(TransformerConfig c, FindWorkload(name));
     SLACKSWAP_ASSIGN_OR_RETURN(Graph g, BuildTransformer(c));
     v1::WorkloadInfo* w = resp.add_workloads();
     w->set_name(name);

@@ -9,7 +9,7 @@
 //   req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
 //   req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
 //   req.set_budget_fraction(0.5);
-//   absl::StatusOr<v1::PlanResponse> resp = core.Plan(req, /*stop=*/{});
+//   absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, /*stop=*/{});
 //
 // Thread-safe: const methods only, no shared mutable state.
 #ifndef SLACKSWAP_CORE_PLANNING_CORE_H_
@@ -57,17 +57,17 @@ class PlanningCore {
 
   // FAILED_PRECONDITION when no requested policy (ideal aside) meets the
   // budget, with the lowest budget any of them reaches.
-  absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& req,
-                                        const StopFn& stop) const;
+  absl::StatusOr<v1::PlanResponse> PlanStep(const v1::PlanRequest& req,
+                                            const StopFn& stop) const;
 
   // Calls `emit` with each point as soon as it is computed, then the target
   // answers and the minimums. Stops with CANCELLED if `emit` returns false.
-  absl::Status Sweep(
+  absl::Status SweepBudgets(
       const v1::SweepRequest& req, const StopFn& stop,
       const std::function<bool(const v1::SweepResponse&)>& emit) const;
 
-  absl::StatusOr<v1::SimulateResponse> Simulate(const v1::SimulateRequest& req,
-                                                const StopFn& stop) const;
+  absl::StatusOr<v1::SimulateResponse> SimulateStep(
+      const v1::SimulateRequest& req, const StopFn& stop) const;
 
   v1::ListHardwareProfilesResponse ListHardwareProfiles() const;
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() const;

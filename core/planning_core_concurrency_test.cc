@@ -33,7 +33,7 @@ TEST(PlanningCoreConcurrencyTest, ThreadsGetTheAnswersOneThreadGets) {
   }
   std::vector<std::string> expected;
   for (const v1::PlanRequest& req : requests) {
-    absl::StatusOr<v1::PlanResponse> r = core.Plan(req, {});
+    absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, {});
     ASSERT_TRUE(r.ok()) << r.status();
     expected.push_back(Canonical(*r));
   }
@@ -46,7 +46,7 @@ TEST(PlanningCoreConcurrencyTest, ThreadsGetTheAnswersOneThreadGets) {
       for (int round = 0; round < kRounds; ++round) {
         for (size_t i = 0; i < requests.size(); ++i) {
           const v1::PlanRequest& req = requests[(i + t) % requests.size()];
-          absl::StatusOr<v1::PlanResponse> r = core.Plan(req, {});
+          absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, {});
           got[t].push_back(r.ok() ? Canonical(*r) : r.status().ToString());
         }
       }

@@ -32,7 +32,7 @@ std::string ErrorOf(const absl::Status& s, absl::StatusCode code) {
 
 TEST(PlanningCoreTest, PlansEveryPolicyByDefault) {
   PlanningCore core{CoreLimits{}};
-  absl::StatusOr<v1::PlanResponse> resp = core.Plan(Gpt2Request(), {});
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(Gpt2Request(), {});
   ASSERT_TRUE(resp.ok()) << resp.status();
   ASSERT_EQ(resp->report().results_size(), 5);
   EXPECT_EQ(resp->report().results(4).policy(), "slackswap");
@@ -48,8 +48,8 @@ TEST(PlanningCoreTest, SameRequestSameAnswer) {
   v1::PlanRequest req = Gpt2Request();
   req.set_include_reasons(true);
   req.set_timeline_points(50);
-  v1::PlanResponse a = *core.Plan(req, {});
-  v1::PlanResponse b = *core.Plan(req, {});
+  v1::PlanResponse a = *core.PlanStep(req, {});
+  v1::PlanResponse b = *core.PlanStep(req, {});
   for (v1::PlanResponse* r : {&a, &b}) {
     r->clear_server_seconds();
     for (auto& p : *r->mutable_report()->mutable_results()) {
@@ -65,37 +65,37 @@ TEST(PlanningCoreTest, ErrorsNameTheField) {
   PlanningCore core{CoreLimits{}};
   v1::PlanRequest req = Gpt2Request();
   req.mutable_step()->mutable_workload()->set_name("gpt5");
-  EXPECT_THAT(ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kNotFound),
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kNotFound),
               HasSubstr("step.workload"));
   req = Gpt2Request();
   req.mutable_step()->set_hardware_name("tpu");
-  EXPECT_THAT(ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kNotFound),
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kNotFound),
               HasSubstr("step.hardware_name"));
   req = Gpt2Request();
   req.set_budget_bytes(-1);
   EXPECT_THAT(
-      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
       HasSubstr("budget_bytes must be > 0"));
   req = Gpt2Request();
   req.clear_budget_fraction();
   EXPECT_THAT(
-      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
       HasSubstr("budget: set budget_bytes or budget_fraction"));
   req = Gpt2Request();
   req.add_policies("slackswap");
   req.add_policies("magic");
   EXPECT_THAT(
-      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
-      HasSubstr("policies[1]: unknown policy 'magic'"));
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      HasSubstr("policies[1]: unknown policy \"magic\""));
   req = Gpt2Request();
   req.mutable_step()->clear_workload();
   EXPECT_THAT(
-      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
       HasSubstr("step: set graph_inline or workload"));
   req = Gpt2Request();
   req.set_timeline_points(-3);
   EXPECT_THAT(
-      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
       HasSubstr("timeline_points"));
 }
 
@@ -109,7 +109,7 @@ TEST(PlanningCoreTest, InlineGraphErrorsNameTheOp) {
   req.mutable_step()->mutable_graph_inline()->mutable_ops(3)->add_input_ids(
       987654);
   EXPECT_THAT(
-      ErrorOf(core.Plan(req, {}).status(), absl::StatusCode::kInvalidArgument),
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
       HasSubstr("step.graph_inline: op 3 ("));
 }
 
@@ -117,11 +117,11 @@ TEST(PlanningCoreTest, LimitsAreRefusedUpFront) {
   CoreLimits limits;
   limits.max_graph_ops = 50;
   PlanningCore core{limits};
-  EXPECT_THAT(ErrorOf(core.Plan(Gpt2Request(), {}).status(),
+  EXPECT_THAT(ErrorOf(core.PlanStep(Gpt2Request(), {}).status(),
                       absl::StatusCode::kResourceExhausted),
               HasSubstr("exceed the limit of 50"));
   v1::PlanRequest req = Gpt2Request(20000);
-  EXPECT_THAT(ErrorOf(core.Plan(req, {}).status(),
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
                       absl::StatusCode::kResourceExhausted),
               HasSubstr("step.workload.layers"));
 }
@@ -131,7 +131,7 @@ TEST(PlanningCoreTest, ABudgetNothingMeetsIsAFailedPrecondition) {
   v1::PlanRequest req = Gpt2Request();
   req.set_budget_bytes(1000);
   req.add_policies("slackswap");
-  std::string msg = ErrorOf(core.Plan(req, {}).status(),
+  std::string msg = ErrorOf(core.PlanStep(req, {}).status(),
                             absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(msg, HasSubstr("the lowest activation peak reachable is"));
 }
@@ -159,7 +159,7 @@ TEST(PlanningCoreTest, ABudgetUnmetAboveAMetOneIsNotCalledUnreachable) {
 TEST(PlanningCoreTest, StopsWhenAskedTo) {
   PlanningCore core{CoreLimits{}};
   v1::PlanRequest req = Gpt2Request(48);
-  absl::StatusOr<v1::PlanResponse> resp = core.Plan(req, [] { return true; });
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, [] { return true; });
   EXPECT_EQ(resp.status().code(), absl::StatusCode::kCancelled);
 }
 
@@ -179,7 +179,7 @@ TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
   int points = 0, targets = 0;
   std::vector<std::string> infeasible;  // policies, in first-seen order
   std::vector<std::string> minimums;
-  absl::Status s = core.Sweep(req, {}, [&](const v1::SweepResponse& r) {
+  absl::Status s = core.SweepBudgets(req, {}, [&](const v1::SweepResponse& r) {
     points += r.has_point();
     targets += r.has_target();
     if (r.has_point()) {
@@ -205,7 +205,7 @@ TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
   EXPECT_THAT(infeasible, Contains("recompute_only"));
   EXPECT_THAT(minimums, UnorderedElementsAreArray(infeasible));
   // A stopped client stops the sweep.
-  s = core.Sweep(req, {}, [](const v1::SweepResponse&) { return false; });
+  s = core.SweepBudgets(req, {}, [](const v1::SweepResponse&) { return false; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
 }
 
@@ -213,11 +213,11 @@ TEST(PlanningCoreTest, SimulatesAPlanFromAPlanResponse) {
   PlanningCore core{CoreLimits{}};
   v1::PlanRequest preq = Gpt2Request();
   preq.add_policies("slackswap");
-  v1::PlanResponse planned = *core.Plan(preq, {});
+  v1::PlanResponse planned = *core.PlanStep(preq, {});
   v1::SimulateRequest sreq;
   *sreq.mutable_step() = preq.step();
   *sreq.mutable_plan() = planned.report().results(0).plan();
-  absl::StatusOr<v1::SimulateResponse> sim = core.Simulate(sreq, {});
+  absl::StatusOr<v1::SimulateResponse> sim = core.SimulateStep(sreq, {});
   ASSERT_TRUE(sim.ok()) << sim.status();
   EXPECT_EQ(sim->result().step_ns(),
             planned.report().results(0).result().step_ns());

@@ -1,13 +1,14 @@
 #include "core/request_convert.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "io/convert.h"
-#include "planner/budget.h"
+#include "model/budget.h"
 #include "planner/policy.h"
-#include "planner/transformer.h"
+#include "model/transformer.h"
 
 namespace slackswap {
 
@@ -134,17 +135,27 @@ absl::StatusOr<int64_t> ResolveBudget(bool has_bytes, int64_t bytes,
       "budget: set budget_bytes or budget_fraction");
 }
 
-absl::StatusOr<std::vector<std::string>> ResolvePolicies(
+absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
     const google::protobuf::RepeatedPtrField<std::string>& names) {
-  if (names.empty()) return PolicyNames();
-  std::vector<std::string> out;
+  std::vector<const PolicyInfo*> out;
+  if (names.empty()) {
+    for (const PolicyInfo& p : PolicyRegistry()) out.push_back(&p);
+    return out;
+  }
+  if (names.size() > kMaxPolicyNames) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policies: ", names.size(), " names; at most ",
+                     kMaxPolicyNames, " (there are ", PolicyRegistry().size(),
+                     " policies)"));
+  }
   for (int i = 0; i < names.size(); ++i) {
-    absl::Status s = CreatePolicy(names[i]).status();
-    if (!s.ok()) {
+    absl::StatusOr<const PolicyInfo*> p = FindPolicy(names[i]);
+    if (!p.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("policies[", i, "]: ", s.message()));
+          absl::StrCat("policies[", i, "]: ", p.status().message()));
     }
-    out.push_back(names[i]);
+    // A name given twice is planned once.
+    if (std::find(out.begin(), out.end(), *p) == out.end()) out.push_back(*p);
   }
   return out;
 }

@@ -16,9 +16,10 @@
 
 #include "absl/status/statusor.h"
 #include "core/planning_core.h"
-#include "io/sources.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
+#include "model/workloads.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "planner/policy.h"
 
 namespace slackswap {
 
@@ -46,8 +47,12 @@ absl::StatusOr<int64_t> ResolveBudget(bool has_bytes, int64_t bytes,
                                       bool has_fraction, double fraction,
                                       const Graph& g, bool optional);
 
-// Empty means every policy; unknown names are errors naming the index.
-absl::StatusOr<std::vector<std::string>> ResolvePolicies(
+// The most entries `policies` may list (names given twice count twice).
+inline constexpr int kMaxPolicyNames = 64;
+
+// Empty means every policy, in registry order; unknown names are errors
+// naming the index; a name given twice is planned once.
+absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
     const google::protobuf::RepeatedPtrField<std::string>& names);
 
 absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits);

@@ -8,9 +8,9 @@
 #define SLACKSWAP_IO_CONVERT_H_
 
 #include "absl/status/statusor.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
-#include "planner/plan.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "model/plan.h"
 #include "sim/simulator.h"
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/hardware.pb.h"

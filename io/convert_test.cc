@@ -4,7 +4,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/transformer.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 
 namespace slackswap {
 namespace {
@@ -53,7 +54,7 @@ TEST(ConvertTest, GraphRoundTripsThroughTheWire) {
 }
 
 TEST(ConvertTest, GeneratedWorkloadsRoundTrip) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
   ASSERT_TRUE(c.ok());
   c->layers = 2;
   absl::StatusOr<Graph> g = BuildTransformer(*c);

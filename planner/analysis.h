@@ -1,7 +1,7 @@
 // What every policy needs to know about one training step on one GPU: the
 // saved activations (the candidates) with their sizes, uses, transfer times
 // and recompute costs, the unconstrained peak and the ideal timeline. The
-// hidden-transfer capacity ("slack") built on it is planner/slack.h.
+// hidden-transfer capacity ("slack") built on it is planner/internal/slack.h.
 //
 //   absl::StatusOr<StepAnalysis> a = AnalyzeStep(graph, hw);
 //   for (const Candidate& c : a->candidates) {
@@ -15,10 +15,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "planner/cost_model.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
-#include "planner/plan.h"
+#include "model/cost_model.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "model/plan.h"
 
 namespace slackswap {
 

@@ -1,4 +1,4 @@
-#include "planner/plan_search.h"
+#include "planner/internal/plan_search.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "planner/budget.h"
-#include "planner/policies.h"
-#include "planner/slack.h"
+#include "common/format.h"
+#include "planner/internal/policies.h"
+#include "planner/internal/slack.h"
 #include "sim/schedule.h"
 
 namespace slackswap {

@@ -1,5 +1,5 @@
 // The shared plan-search steps on graphs small enough to work out by hand.
-#include "planner/plan_search.h"
+#include "planner/internal/plan_search.h"
 
 #include "gtest/gtest.h"
 #include "testing/graph_builder.h"

@@ -4,10 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/format.h"
 #include "common/status_macros.h"
-#include "planner/plan_search.h"
-#include "planner/policies.h"
-#include "planner/slack.h"
+#include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
+#include "planner/internal/slack.h"
 
 namespace slackswap {
 
@@ -100,33 +101,54 @@ absl::StatusOr<Judged> SwapLargestThatFit(const PlanningContext& ctx,
   return FewestMovesThatFit(ctx, base, moves);
 }
 
-std::vector<std::string> PolicyNames() {
-  return {"ideal", "recompute_only", "swap_only", "capuchin", "slackswap"};
+const std::vector<PolicyInfo>& PolicyRegistry() {
+  static const std::vector<PolicyInfo>* const registry =
+      new std::vector<PolicyInfo>{
+          {"ideal", "keeps everything with no memory limit: the 100% reference",
+           /*unbudgeted_reference=*/true, &NewIdealPolicy},
+          {"recompute_only",
+           "checkpointing: the better of greedy (cheapest rebuild per byte) "
+           "and layer-wise",
+           false, &NewRecomputeOnlyPolicy},
+          {"swap_only", "vDNN-style offload: largest first, as few as fit",
+           false, &NewSwapOnlyPolicy},
+          {"capuchin",
+           "Capuchin: swaps by longest free time, recomputes by memory saved "
+           "per second",
+           false, &NewCapuchinPolicy},
+          {"slackswap",
+           "fills the hidden-transfer slack with the swaps most expensive to "
+           "rebuild, recomputes the rest",
+           false, &NewSlackSwapPolicy},
+      };
+  return *registry;
 }
 
-absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(absl::string_view name) {
-  if (name == "ideal") return NewIdealPolicy();
-  if (name == "recompute_only") return NewRecomputeOnlyPolicy();
-  if (name == "swap_only") return NewSwapOnlyPolicy();
-  if (name == "capuchin") return NewCapuchinPolicy();
-  if (name == "slackswap") return NewSlackSwapPolicy();
-  return absl::NotFoundError(absl::StrCat("unknown policy '", name, "' (",
-                                          absl::StrJoin(PolicyNames(), ", "),
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (const PolicyInfo& p : PolicyRegistry()) names.push_back(p.name);
+  return names;
+}
+
+absl::StatusOr<const PolicyInfo*> FindPolicy(absl::string_view name) {
+  for (const PolicyInfo& p : PolicyRegistry()) {
+    if (p.name == name) return &p;
+  }
+  return absl::NotFoundError(absl::StrCat("unknown policy ", QuoteInput(name),
+                                          " (", absl::StrJoin(PolicyNames(), ", "),
                                           ")"));
 }
 
 absl::StatusOr<Plan> MakePlan(absl::string_view name,
                               const PlanningContext& ctx) {
-  SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
-                             CreatePolicy(name));
+  SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
   if (ctx.budget_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("budget_bytes must be > 0, got ", ctx.budget_bytes));
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, policy->MakePlan(ctx));
-  plan.policy = policy->name();
-  // The ideal step is the reference, run with no limit.
-  plan.budget_bytes = name == "ideal" ? 0 : ctx.budget_bytes;
+  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, info->create()->MakePlan(ctx));
+  plan.policy = info->name;
+  plan.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
   return plan;
 }
 
@@ -134,9 +156,10 @@ absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
                                        const PlanningContext& ctx,
                                        const Plan& plan,
                                        const SimOptions& report) {
+  SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
   SimOptions opts = report;
   opts.should_stop = ctx.should_stop;
-  opts.budget_bytes = name == "ideal" ? 0 : ctx.budget_bytes;
+  opts.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
   // The durations are the analysis's: no need to run the cost model again.
   SLACKSWAP_ASSIGN_OR_RETURN(
       Schedule schedule, LowerPlan(ctx.graph, plan, ctx.analysis.durations));

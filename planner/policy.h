@@ -7,9 +7,8 @@
 //   absl::StatusOr<PlanOutcome> out = PlanAndSimulate("slackswap", ctx, {});
 //   double retained = out->result.throughput_retained;  // simulated
 //
-// Policies: ideal (no limit: the 100% reference), recompute_only, swap_only,
-// capuchin, slackswap. Every reported result is the simulator's, never a
-// policy's own estimate.
+// The policies are listed in PolicyRegistry(). Every reported result is the
+// simulator's, never a policy's own estimate.
 #ifndef SLACKSWAP_PLANNER_POLICY_H_
 #define SLACKSWAP_PLANNER_POLICY_H_
 
@@ -21,9 +20,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "planner/analysis.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
-#include "planner/plan.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "model/plan.h"
 #include "sim/simulator.h"
 
 namespace slackswap {
@@ -42,16 +41,29 @@ struct PlanningContext {
 class Policy {
  public:
   virtual ~Policy() = default;
-  virtual const char* name() const = 0;
   // A plan for ctx.budget_bytes. Policies may simulate candidates to choose
   // among them; the plan may still be infeasible when nothing the policy
   // can do meets the budget.
   virtual absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const = 0;
 };
 
+// One entry of the policy registry: everything the service, the command
+// line, the docs and the tests know about a policy comes from here.
+struct PolicyInfo {
+  const char* name;
+  // One line for help texts and listings.
+  const char* summary;
+  // The unbudgeted reference (ideal): planned and simulated with no memory
+  // limit, so it neither meets nor misses a budget and has no minimum one.
+  bool unbudgeted_reference = false;
+  std::unique_ptr<Policy> (*create)();
+};
+
+// Every policy, in the order reports list them.
+const std::vector<PolicyInfo>& PolicyRegistry();
 std::vector<std::string> PolicyNames();
 // NOT_FOUND listing the names for an unknown one.
-absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(absl::string_view name);
+absl::StatusOr<const PolicyInfo*> FindPolicy(absl::string_view name);
 
 struct PlanOutcome {
   Plan plan;

@@ -12,8 +12,8 @@
 #include <algorithm>
 
 #include "common/status_macros.h"
-#include "planner/plan_search.h"
-#include "planner/policies.h"
+#include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
 
 namespace slackswap {
 namespace {
@@ -26,8 +26,6 @@ int64_t FreeTime(const StepAnalysis& a, const Candidate& c) {
 
 class CapuchinPolicy : public Policy {
  public:
-  const char* name() const override { return "capuchin"; }
-
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     const StepAnalysis& a = ctx.analysis;
     const int64_t to_free =

@@ -1,15 +1,14 @@
 // ideal: keep everything, no limit. The 100% reference every other policy is
 // measured against.
 #include "common/status_macros.h"
-#include "planner/plan_search.h"
-#include "planner/policies.h"
+#include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
 
 namespace slackswap {
 namespace {
 
 class IdealPolicy : public Policy {
  public:
-  const char* name() const override { return "ideal"; }
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     Plan plan = Plan::KeepAll(ctx.graph);
     SLACKSWAP_RETURN_IF_ERROR(

@@ -8,8 +8,8 @@
 // each then keeping the recomputes the budget turns out not to need (where
 // the budget does not bind, as replayed by the simulator).
 #include "common/status_macros.h"
-#include "planner/plan_search.h"
-#include "planner/policies.h"
+#include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
 
 namespace slackswap {
 namespace {
@@ -32,8 +32,6 @@ bool MadeAndUsedInsideOneLayer(const Graph& g, const Candidate& c) {
 
 class RecomputeOnlyPolicy : public Policy {
  public:
-  const char* name() const override { return "recompute_only"; }
-
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     const Plan keep_all = Plan::KeepAll(ctx.graph);
 

@@ -27,8 +27,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "common/status_macros.h"
-#include "planner/plan_search.h"
-#include "planner/policies.h"
+#include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
 
 namespace slackswap {
 namespace {
@@ -43,8 +43,6 @@ constexpr char kWhyRecompute[] =
 
 class SlackSwapPolicy : public Policy {
  public:
-  const char* name() const override { return "slackswap"; }
-
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     const StepAnalysis& a = ctx.analysis;
     const int64_t to_free =

@@ -2,16 +2,14 @@
 // activations first, as few as the budget allows, prefetching each as late
 // as the H2D stream lets it land in time. No recompute.
 #include "common/status_macros.h"
-#include "planner/plan_search.h"
-#include "planner/policies.h"
+#include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
 
 namespace slackswap {
 namespace {
 
 class SwapOnlyPolicy : public Policy {
  public:
-  const char* name() const override { return "swap_only"; }
-
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
     SLACKSWAP_ASSIGN_OR_RETURN(
         Judged best, SwapLargestThatFit(ctx, Plan::KeepAll(ctx.graph)));

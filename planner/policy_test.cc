@@ -6,7 +6,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/transformer.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 #include "testing/graph_builder.h"
 
 namespace slackswap {
@@ -171,7 +172,7 @@ TEST(PolicyTest, RecomputesTheBudgetDoesNotNeedAreKept) {
 // stalls. slackswap falls back to swapping beyond its slack rather than
 // returning an infeasible plan.
 TEST(PolicyTest, SwapsBeyondTheSlackWhenNothingWithinItFits) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("bert-large");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("bert-large");
   ASSERT_TRUE(c.ok());
   c->layers = 2;
   c->batch = 1;
@@ -200,13 +201,13 @@ TEST(PolicyTest, SwapsBeyondTheSlackWhenNothingWithinItFits) {
 }
 
 TEST(PolicyTest, UnknownPoliciesAreNamed) {
-  absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy("magic");
+  absl::StatusOr<const PolicyInfo*> p = FindPolicy("magic");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("slackswap"));
 }
 
 TEST(PolicyTest, IdealRunsWithNoLimit) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
   ASSERT_TRUE(c.ok());
   c->layers = 2;
   Fixture f;
@@ -227,7 +228,7 @@ class SweepTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SweepTest, RetainedThroughputGrowsWithTheBudget) {
   Fixture f;
-  absl::StatusOr<TransformerConfig> c = FindPreset(GetParam());
+  absl::StatusOr<TransformerConfig> c = FindWorkload(GetParam());
   ASSERT_TRUE(c.ok());
   f.g = *BuildTransformer(*c);
   f.hw = *FindHardware("a100-80gb-pcie4");

@@ -7,7 +7,8 @@
 
 #include "gtest/gtest.h"
 #include "planner/policy.h"
-#include "planner/transformer.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 #include "testing/reference.h"
 
 namespace slackswap {
@@ -17,7 +18,7 @@ class ReferenceTableTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ReferenceTableTest, SlackSwapMeetsTheBudgetAndBeatsEveryBaseline) {
   const std::string model = GetParam();
-  absl::StatusOr<Graph> g = BuildTransformer(*FindPreset(model));
+  absl::StatusOr<Graph> g = BuildTransformer(*FindWorkload(model));
   ASSERT_TRUE(g.ok());
   absl::StatusOr<Hardware> hw = FindHardware("a100-80gb-pcie4");
   ASSERT_TRUE(hw.ok());

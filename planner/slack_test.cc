@@ -1,4 +1,4 @@
-#include "planner/slack.h"
+#include "planner/internal/slack.h"
 
 #include "gtest/gtest.h"
 #include "testing/graph_builder.h"

@@ -227,7 +227,7 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
           *key = CacheKey(*req);
           if (answer_from_cache(*key, detail)) return absl::OkStatus();
         }
-        absl::StatusOr<v1::PlanResponse> out = core_.Plan(*req, stop);
+        absl::StatusOr<v1::PlanResponse> out = core_.PlanStep(*req, stop);
         if (!out.ok()) return out.status();
         *resp = *std::move(out);
         if (key != nullptr) {
@@ -243,7 +243,7 @@ grpc::ServerUnaryReactor* PlannerService::Simulate(
     v1::SimulateResponse* resp) {
   return RunUnary(
       "Simulate", ctx, [this, req, resp](const StopFn& stop, std::string*) {
-        absl::StatusOr<v1::SimulateResponse> out = core_.Simulate(*req, stop);
+        absl::StatusOr<v1::SimulateResponse> out = core_.SimulateStep(*req, stop);
         if (!out.ok()) return out.status();
         *resp = *std::move(out);
         return absl::OkStatus();
@@ -325,7 +325,7 @@ class PlannerService::SweepReactor
     const StopFn stop = [this] {
       return ctx_->IsCancelled() || Clock::now() >= limit_;
     };
-    absl::Status s = service_->core_.Sweep(
+    absl::Status s = service_->core_.SweepBudgets(
         *req_, stop, [this](const v1::SweepResponse& msg) {
           {
             MutexLock lock(&mu_);

@@ -26,9 +26,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "planner/cost_model.h"
-#include "planner/graph.h"
-#include "planner/plan.h"
+#include "model/cost_model.h"
+#include "model/graph.h"
+#include "model/plan.h"
 
 namespace slackswap {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "planner/budget.h"
+#include "common/format.h"
 
 namespace slackswap {
 namespace {

@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "planner/cost_model.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
-#include "planner/plan.h"
+#include "model/cost_model.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "model/plan.h"
 #include "sim/schedule.h"
 
 namespace slackswap {

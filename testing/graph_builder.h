@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "planner/graph.h"
-#include "planner/hardware.h"
+#include "model/graph.h"
+#include "model/hardware.h"
 
 namespace slackswap::testing {
 

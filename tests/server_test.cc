@@ -237,7 +237,7 @@ TEST(ServerPlanTest, RemotePlanEqualsLocalCore) {
     v1::PlanResponse remote;
     const grpc::Status s = stub->Plan(&ctx, req, &remote);
     ASSERT_TRUE(s.ok()) << s.error_code() << ": " << s.error_message();
-    absl::StatusOr<v1::PlanResponse> mine = local.Plan(req, {});
+    absl::StatusOr<v1::PlanResponse> mine = local.PlanStep(req, {});
     ASSERT_TRUE(mine.ok()) << mine.status();
 
     EXPECT_FALSE(remote.cache_hit());
@@ -438,7 +438,7 @@ TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
   // Same messages as the local core, in the same order.
   const PlanningCore local(CoreLimits{});
   std::vector<v1::SweepResponse> mine;
-  const absl::Status ls = local.Sweep(req, {}, [&](const v1::SweepResponse& m) {
+  const absl::Status ls = local.SweepBudgets(req, {}, [&](const v1::SweepResponse& m) {
     mine.push_back(m);
     return true;
   });

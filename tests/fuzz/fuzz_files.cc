@@ -13,8 +13,9 @@
 #include "absl/strings/string_view.h"
 #include "io/convert.h"
 #include "io/proto_file.h"
-#include "planner/hardware.h"
-#include "planner/transformer.h"
+#include "model/hardware.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 #include "sim/simulator.h"
 
 namespace {
@@ -25,7 +26,7 @@ constexpr int64_t kMaxOps = 5000;
 
 const Graph& SmallGraph() {
   static const Graph* g = [] {
-    TransformerConfig c = *FindPreset("gpt2-xl");
+    TransformerConfig c = *FindWorkload("gpt2-xl");
     c.layers = 1;
     return new Graph(*BuildTransformer(c));
   }();

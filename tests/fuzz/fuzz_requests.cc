@@ -52,18 +52,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (rpc) {
     case 0: {
       v1::PlanRequest req;
-      if (Parse(data, size, &req)) (void)Core().Plan(req, TimeLimit());
+      if (Parse(data, size, &req)) (void)Core().PlanStep(req, TimeLimit());
       return 0;
     }
     case 1: {
       v1::SimulateRequest req;
-      if (Parse(data, size, &req)) (void)Core().Simulate(req, TimeLimit());
+      if (Parse(data, size, &req)) (void)Core().SimulateStep(req, TimeLimit());
       return 0;
     }
     case 2: {
       v1::SweepRequest req;
       if (Parse(data, size, &req)) {
-        (void)Core().Sweep(req, {},
+        (void)Core().SweepBudgets(req, {},
                            [](const v1::SweepResponse&) { return true; });
       }
       return 0;

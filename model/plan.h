@@ -2,14 +2,14 @@
 //
 //   Plan plan = Plan::KeepAll(graph);
 //   plan.decisions[t] = {.action = Action::kSwap, .prefetch_after_op = k};
-#ifndef SLACKSWAP_PLANNER_PLAN_H_
-#define SLACKSWAP_PLANNER_PLAN_H_
+#ifndef SLACKSWAP_MODEL_PLAN_H_
+#define SLACKSWAP_MODEL_PLAN_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "planner/graph.h"
+#include "model/graph.h"
 
 namespace slackswap {
 
@@ -38,4 +38,4 @@ struct Plan {
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_PLAN_H_
+#endif  // SLACKSWAP_MODEL_PLAN_H_

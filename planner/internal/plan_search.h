@@ -3,14 +3,14 @@
 //
 //   std::vector<Move> moves = ...;  // in the policy's order of preference
 //   absl::StatusOr<Judged> best = FewestMovesThatFit(ctx, base, moves);
-#ifndef SLACKSWAP_PLANNER_PLAN_SEARCH_H_
-#define SLACKSWAP_PLANNER_PLAN_SEARCH_H_
+#ifndef SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
+#define SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "planner/plan.h"
+#include "model/plan.h"
 #include "planner/policy.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
@@ -73,4 +73,4 @@ absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_PLAN_SEARCH_H_
+#endif  // SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_

@@ -1,4 +1,4 @@
-#include "planner/graph.h"
+#include "model/graph.h"
 
 #include <cmath>
 #include <limits>

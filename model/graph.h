@@ -12,8 +12,8 @@
 //
 // Sizes are int64 bytes; costs are turned into int64 nanoseconds by the cost
 // model (cost_model.h) for a given hardware profile.
-#ifndef SLACKSWAP_PLANNER_GRAPH_H_
-#define SLACKSWAP_PLANNER_GRAPH_H_
+#ifndef SLACKSWAP_MODEL_GRAPH_H_
+#define SLACKSWAP_MODEL_GRAPH_H_
 
 #include <cstdint>
 #include <optional>
@@ -145,4 +145,4 @@ absl::Status IndexGraph(Graph& g);
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_GRAPH_H_
+#endif  // SLACKSWAP_MODEL_GRAPH_H_

@@ -1,4 +1,4 @@
-#include "planner/budget.h"
+#include "model/budget.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,11 +29,6 @@ TEST(BudgetTest, RejectsNonsense) {
     EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(b.status().message()), HasSubstr("budget")) << bad;
   }
-}
-
-TEST(BudgetTest, FormatsBytes) {
-  EXPECT_EQ(FormatBytes(7052996608), "7.05 GB");
-  EXPECT_EQ(FormatBytes(512), "512 B");
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 //
 //   absl::StatusOr<Budget> b = ParseBudget("0.5");
 //   int64_t bytes = b->Resolve(graph.index.saved_bytes);
-#ifndef SLACKSWAP_PLANNER_BUDGET_H_
-#define SLACKSWAP_PLANNER_BUDGET_H_
+#ifndef SLACKSWAP_MODEL_BUDGET_H_
+#define SLACKSWAP_MODEL_BUDGET_H_
 
 #include <cstdint>
 #include <string>
@@ -31,12 +31,6 @@ struct Budget {
 // a bare number is a fraction. Rejects zero, negatives, NaN and overflow.
 absl::StatusOr<Budget> ParseBudget(absl::string_view text);
 
-// "7.05 GB": decimal units with three significant figures.
-std::string FormatBytes(int64_t bytes);
-
-// "0.174 ms": nanoseconds as milliseconds with three decimals.
-std::string FormatMs(int64_t ns);
-
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_BUDGET_H_
+#endif  // SLACKSWAP_MODEL_BUDGET_H_

@@ -16,8 +16,8 @@
 // them iff for every deadline d, T + (copy times due by d) <= d. Both are
 // range minima over the remaining margins, so admitting n candidates costs
 // O(n log n).
-#ifndef SLACKSWAP_PLANNER_SLACK_H_
-#define SLACKSWAP_PLANNER_SLACK_H_
+#ifndef SLACKSWAP_PLANNER_INTERNAL_SLACK_H_
+#define SLACKSWAP_PLANNER_INTERNAL_SLACK_H_
 
 #include <cstdint>
 #include <vector>
@@ -75,4 +75,4 @@ class SlackFiller {
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_SLACK_H_
+#endif  // SLACKSWAP_PLANNER_INTERNAL_SLACK_H_

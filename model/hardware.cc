@@ -1,4 +1,4 @@
-#include "planner/hardware.h"
+#include "model/hardware.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,13 +1,13 @@
-// Built-in workloads: a transformer training step (embedding, N layers, head
-// and loss; forward then backward ops with FLOPs, HBM bytes, kernel counts and
-// saved activations) generated from first principles, and the named presets
-// `bert-large`, `gpt2-xl` and `llama-7b`.
+// The transformer workload generator: a training step (embedding, N layers,
+// head and loss; forward then backward ops with FLOPs, HBM bytes, kernel
+// counts and saved activations) generated from first principles. The named
+// configurations (bert-large, gpt2-xl, llama-7b) are model/workloads.h.
 //
-//   absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+//   absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
 //   c->layers = 4;                        // an override
 //   absl::StatusOr<Graph> g = BuildTransformer(*c);
-#ifndef SLACKSWAP_PLANNER_TRANSFORMER_H_
-#define SLACKSWAP_PLANNER_TRANSFORMER_H_
+#ifndef SLACKSWAP_MODEL_TRANSFORMER_H_
+#define SLACKSWAP_MODEL_TRANSFORMER_H_
 
 #include <cstdint>
 #include <string>
@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "planner/graph.h"
+#include "model/graph.h"
 
 namespace slackswap {
 
@@ -47,15 +47,15 @@ struct TransformerConfig {
   int64_t max_pred_per_seq = 0;
 };
 
+// The most layers a generated step may have (its op count grows with them).
+inline constexpr int32_t kMaxTransformerLayers = 10'000;
+
 absl::Status ValidateTransformerConfig(const TransformerConfig& c);
 // The step's graph, indexed (IndexGraph already ran).
 absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c);
-
-std::vector<std::string> PresetNames();
-absl::StatusOr<TransformerConfig> FindPreset(absl::string_view name);
 
 absl::StatusOr<Attention> ParseAttention(absl::string_view s);
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_TRANSFORMER_H_
+#endif  // SLACKSWAP_MODEL_TRANSFORMER_H_

@@ -1,4 +1,4 @@
-#include "planner/cost_model.h"
+#include "model/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,10 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
-#include "planner/transformer.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 #include "testing/reference.h"
 
 namespace slackswap {
@@ -43,7 +44,7 @@ class CostModelReferenceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CostModelReferenceTest, OpTimesMatchReference) {
   const Case& p = GetParam();
-  absl::StatusOr<TransformerConfig> c = FindPreset(p.model);
+  absl::StatusOr<TransformerConfig> c = FindWorkload(p.model);
   ASSERT_TRUE(c.ok());
   c->attention = *ParseAttention(p.attention);
   absl::StatusOr<Graph> g = BuildTransformer(*c);

@@ -11,7 +11,7 @@
 // Each forward op keeps for its backward exactly the tensors autograd would
 // save (its `saved` list), so the graph's saved activations are the
 // activation memory of the step.
-#include "planner/transformer.h"
+#include "model/transformer.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -26,13 +26,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
-#include "planner/graph.h"
+#include "model/graph.h"
 
 namespace slackswap {
 namespace {
 
 // Largest layer count the generator accepts (graphs stay below ~10^6 ops).
-constexpr int32_t kMaxLayers = 10000;
 // Total bytes of all tensors must stay below this, leaving headroom for sums
 // over the graph (activations + gradients + parameters) in int64.
 constexpr double kMaxTotalBytes = 4.0e18;  // < 2^62
@@ -694,9 +693,9 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
           c, absl::StrCat(dim.field, " must be > 0, got ", dim.value));
     }
   }
-  if (c.layers > kMaxLayers) {
+  if (c.layers > kMaxTransformerLayers) {
     return FieldError(
-        c, absl::StrCat("layers must be <= ", kMaxLayers, ", got ", c.layers));
+        c, absl::StrCat("layers must be <= ", kMaxTransformerLayers, ", got ", c.layers));
   }
   if (c.hidden % c.heads != 0) {
     return FieldError(
@@ -753,70 +752,6 @@ absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c) {
   Graph g = Builder(c).Build();
   SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g));
   return g;
-}
-
-std::vector<std::string> PresetNames() {
-  return {"bert-large", "gpt2-xl", "llama-7b"};
-}
-
-absl::StatusOr<TransformerConfig> FindPreset(absl::string_view name) {
-  TransformerConfig c;
-  c.name = std::string(name);
-  c.attention = Attention::kFlash;
-  c.dtype_bytes = 2;  // bf16/fp16 mixed precision
-  if (name == "bert-large") {
-    // BERT-Large uncased (Devlin et al. 2019), NVIDIA pre-training phase 2.
-    c.arch = Arch::kEncoderPostNorm;
-    c.layers = 24;
-    c.hidden = 1024;
-    c.heads = 16;
-    c.ffn = 4096;
-    c.vocab = 30522;
-    c.seq = 512;
-    c.batch = 32;
-    c.activation = Activation::kGelu;
-    c.norm = Norm::kLayerNorm;
-    c.dropout = true;
-    c.rope = false;
-    c.max_pred_per_seq = 80;
-    return c;
-  }
-  if (name == "gpt2-xl") {
-    // GPT-2 XL, 1.5B (Radford et al. 2019).
-    c.arch = Arch::kDecoderPreNorm;
-    c.layers = 48;
-    c.hidden = 1600;
-    c.heads = 25;
-    c.ffn = 6400;
-    c.vocab = 50257;
-    c.seq = 1024;
-    c.batch = 8;
-    c.activation = Activation::kGelu;
-    c.norm = Norm::kLayerNorm;
-    c.dropout = true;
-    c.rope = false;
-    return c;
-  }
-  if (name == "llama-7b") {
-    // LLaMA 7B shapes (Touvron et al. 2023): RMSNorm, RoPE, SwiGLU, no
-    // dropout, no biases.
-    c.arch = Arch::kDecoderPreNorm;
-    c.layers = 32;
-    c.hidden = 4096;
-    c.heads = 32;
-    c.ffn = 11008;
-    c.vocab = 32000;
-    c.seq = 2048;
-    c.batch = 4;
-    c.activation = Activation::kSwiGlu;
-    c.norm = Norm::kRmsNorm;
-    c.dropout = false;
-    c.rope = true;
-    return c;
-  }
-  return absl::NotFoundError(
-      absl::StrCat("unknown workload preset \"", name,
-                   "\"; known: ", absl::StrJoin(PresetNames(), ", ")));
 }
 
 absl::StatusOr<Attention> ParseAttention(absl::string_view s) {

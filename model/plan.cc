@@ -1,4 +1,4 @@
-#include "planner/plan.h"
+#include "model/plan.h"
 
 #include <algorithm>
 

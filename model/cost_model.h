@@ -10,15 +10,15 @@
 //
 //   absl::StatusOr<OpDurations> d = ComputeDurations(graph, hw);
 //   int64_t t = d->op_ns[3];
-#ifndef SLACKSWAP_PLANNER_COST_MODEL_H_
-#define SLACKSWAP_PLANNER_COST_MODEL_H_
+#ifndef SLACKSWAP_MODEL_COST_MODEL_H_
+#define SLACKSWAP_MODEL_COST_MODEL_H_
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "planner/graph.h"
-#include "planner/hardware.h"
+#include "model/graph.h"
+#include "model/hardware.h"
 
 namespace slackswap {
 
@@ -42,4 +42,4 @@ absl::StatusOr<OpDurations> ComputeDurations(const Graph& g,
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_COST_MODEL_H_
+#endif  // SLACKSWAP_MODEL_COST_MODEL_H_

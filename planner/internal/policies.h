@@ -1,7 +1,7 @@
 // The policy implementations (one file each) and what they share. Callers
 // use CreatePolicy (policy.h) instead.
-#ifndef SLACKSWAP_PLANNER_POLICIES_H_
-#define SLACKSWAP_PLANNER_POLICIES_H_
+#ifndef SLACKSWAP_PLANNER_INTERNAL_POLICIES_H_
+#define SLACKSWAP_PLANNER_INTERNAL_POLICIES_H_
 
 #include <functional>
 #include <limits>
@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "planner/analysis.h"
-#include "planner/plan_search.h"
+#include "planner/internal/plan_search.h"
 #include "planner/policy.h"
 
 namespace slackswap {
@@ -37,7 +37,7 @@ std::vector<const Candidate*> OrderCandidates(
     const StepAnalysis& a, const std::function<bool(const Candidate&)>& keep,
     const std::function<bool(const Candidate&, const Candidate&)>& less);
 
-// The swaps the slack (planner/slack.h) admits, trying `order` in turn,
+// The swaps the slack (planner/internal/slack.h) admits, trying `order` in turn,
 // while the host copies fit in pinned memory; stops once the admitted bytes
 // reach `enough_bytes`.
 std::vector<int32_t> AdmitToSlack(
@@ -63,4 +63,4 @@ absl::StatusOr<Judged> SwapLargestThatFit(const PlanningContext& ctx,
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_POLICIES_H_
+#endif  // SLACKSWAP_PLANNER_INTERNAL_POLICIES_H_

@@ -1,4 +1,5 @@
-#include "planner/transformer.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
-#include "planner/graph.h"
+#include "model/graph.h"
 #include "testing/reference.h"
 
 namespace slackswap {
@@ -58,7 +59,7 @@ std::string Str(const Struct& s, const std::string& key) {
 }
 
 Graph BuildIndexed(const std::string& model, const std::string& att) {
-  absl::StatusOr<TransformerConfig> c = FindPreset(model);
+  absl::StatusOr<TransformerConfig> c = FindWorkload(model);
   EXPECT_TRUE(c.ok()) << c.status();
   absl::StatusOr<Attention> a = ParseAttention(att);
   EXPECT_TRUE(a.ok()) << a.status();
@@ -147,7 +148,7 @@ class TransformerReferenceTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(TransformerReferenceTest, ConfigMatchesReference) {
   const std::string& m = GetParam().model;
-  absl::StatusOr<TransformerConfig> c = FindPreset(m);
+  absl::StatusOr<TransformerConfig> c = FindWorkload(m);
   ASSERT_TRUE(c.ok());
   const Struct& ref = Reference();
   EXPECT_EQ(c->layers, Number(ref, {"models", m, "config", "L"}));
@@ -336,7 +337,7 @@ int32_t Find(const Graph& g, const std::string& name) {
 }
 
 TEST(TransformerGraphTest, ResidualBranchReceivesTwoGradients) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
   ASSERT_TRUE(c.ok());
   c->layers = 2;
   Graph g = BuildIndexed(*c);
@@ -365,7 +366,7 @@ TEST(TransformerGraphTest, ResidualBranchReceivesTwoGradients) {
 }
 
 TEST(TransformerGraphTest, SeparateTensorsAsSaved) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("llama-7b");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("llama-7b");
   ASSERT_TRUE(c.ok());
   c->layers = 1;
   Graph g = BuildIndexed(*c);
@@ -398,7 +399,7 @@ TEST(TransformerGraphTest, SeparateTensorsAsSaved) {
 }
 
 TEST(TransformerGraphTest, BertHeads) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("bert-large");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("bert-large");
   ASSERT_TRUE(c.ok());
   c->layers = 1;
   Graph g = BuildIndexed(*c);
@@ -417,9 +418,9 @@ TEST(TransformerGraphTest, BertHeads) {
 }
 
 TEST(TransformerOverrideTest, LayersScaleTotals) {
-  for (const std::string& name : PresetNames()) {
+  for (const std::string& name : WorkloadNames()) {
     SCOPED_TRACE(name);
-    absl::StatusOr<TransformerConfig> c = FindPreset(name);
+    absl::StatusOr<TransformerConfig> c = FindWorkload(name);
     ASSERT_TRUE(c.ok());
     const std::string& m = name;
     c->layers = 2;
@@ -440,7 +441,7 @@ TEST(TransformerOverrideTest, LayersScaleTotals) {
 }
 
 TEST(TransformerOverrideTest, BatchScalesLinearly) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
   ASSERT_TRUE(c.ok());
   c->layers = 2;
   Graph g1 = BuildIndexed(*c);
@@ -454,7 +455,7 @@ TEST(TransformerOverrideTest, BatchScalesLinearly) {
 }
 
 TEST(TransformerOverrideTest, SeqAndAttention) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
   ASSERT_TRUE(c.ok());
   c->layers = 1;
   c->attention = Attention::kUnfused;
@@ -471,7 +472,7 @@ TEST(TransformerOverrideTest, SeqAndAttention) {
 }
 
 TEST(TransformerOverrideTest, DtypeAndDropout) {
-  absl::StatusOr<TransformerConfig> c = FindPreset("gpt2-xl");
+  absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
   ASSERT_TRUE(c.ok());
   c->layers = 1;
   Graph g2 = BuildIndexed(*c);
@@ -533,7 +534,7 @@ void ExpectInvalid(const TransformerConfig& c, const std::string& field) {
 }
 
 TEST(TransformerValidateTest, RejectsBadConfigs) {
-  const TransformerConfig base = *FindPreset("gpt2-xl");
+  const TransformerConfig base = *FindWorkload("gpt2-xl");
   EXPECT_TRUE(ValidateTransformerConfig(base).ok());
   TransformerConfig c = base;
   c.layers = 0;
@@ -574,7 +575,7 @@ TEST(TransformerValidateTest, RejectsBadConfigs) {
   c = base;
   c.vocab = int64_t{1} << 55;
   ExpectInvalid(c, "vocab");
-  c = *FindPreset("bert-large");
+  c = *FindWorkload("bert-large");
   c.max_pred_per_seq = 0;
   ExpectInvalid(c, "max_pred_per_seq");
   c.max_pred_per_seq = c.seq + 1;
@@ -582,15 +583,15 @@ TEST(TransformerValidateTest, RejectsBadConfigs) {
 }
 
 TEST(TransformerPresetTest, NamesAndLookup) {
-  EXPECT_THAT(PresetNames(),
+  EXPECT_THAT(WorkloadNames(),
               ::testing::ElementsAre("bert-large", "gpt2-xl", "llama-7b"));
-  for (const std::string& name : PresetNames()) {
-    absl::StatusOr<TransformerConfig> c = FindPreset(name);
+  for (const std::string& name : WorkloadNames()) {
+    absl::StatusOr<TransformerConfig> c = FindWorkload(name);
     ASSERT_TRUE(c.ok()) << name;
     EXPECT_EQ(c->name, name);
     EXPECT_TRUE(ValidateTransformerConfig(*c).ok());
   }
-  absl::StatusOr<TransformerConfig> bad = FindPreset("gpt5");
+  absl::StatusOr<TransformerConfig> bad = FindWorkload("gpt5");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(bad.status().message()),
               HasSubstr("bert-large, gpt2-xl, llama-7b"));

@@ -3,8 +3,8 @@
 //
 //   absl::StatusOr<Hardware> hw = FindHardware("a100-80gb-pcie4");
 //   int64_t ns = hw->TransferNs(1 << 30, Direction::kD2H, /*both_busy=*/false);
-#ifndef SLACKSWAP_PLANNER_HARDWARE_H_
-#define SLACKSWAP_PLANNER_HARDWARE_H_
+#ifndef SLACKSWAP_MODEL_HARDWARE_H_
+#define SLACKSWAP_MODEL_HARDWARE_H_
 
 #include <cstdint>
 #include <string>
@@ -64,4 +64,4 @@ absl::StatusOr<Hardware> FindHardware(absl::string_view name);
 
 }  // namespace slackswap
 
-#endif  // SLACKSWAP_PLANNER_HARDWARE_H_
+#endif  // SLACKSWAP_MODEL_HARDWARE_H_

@@ -1,4 +1,4 @@
-#include "planner/budget.h"
+#include "model/budget.h"
 
 #include <cmath>
 #include <string>
@@ -6,7 +6,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace slackswap {
 
@@ -62,19 +61,6 @@ absl::StatusOr<Budget> ParseBudget(absl::string_view text) {
         absl::StrCat("budget '", original, "' is less than one byte"));
   }
   return Budget::Bytes(static_cast<int64_t>(bytes));
-}
-
-std::string FormatBytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1e12) return absl::StrFormat("%.3g TB", b / 1e12);
-  if (b >= 1e9) return absl::StrFormat("%.3g GB", b / 1e9);
-  if (b >= 1e6) return absl::StrFormat("%.3g MB", b / 1e6);
-  if (b >= 1e3) return absl::StrFormat("%.3g KB", b / 1e3);
-  return absl::StrCat(bytes, " B");
-}
-
-std::string FormatMs(int64_t ns) {
-  return absl::StrFormat("%.3f ms", ns / 1e6);
 }
 
 }  // namespace slackswap

@@ -1,0 +1,34 @@
+// Human-readable figures for messages and reports: bytes in decimal units,
+// nanoseconds as milliseconds, and input text quoted at a bounded length.
+//
+//   FormatBytes(7'050'000'000);      // "7.05 GB"
+//   FormatMs(174'000);               // "0.174 ms"
+//   QuoteInput(name);                // "\"my_gpu\"" (at most ~200 chars)
+#ifndef SLACKSWAP_COMMON_FORMAT_H_
+#define SLACKSWAP_COMMON_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace slackswap {
+
+// "7.05 GB": decimal units with three significant figures.
+std::string FormatBytes(int64_t bytes);
+
+// "0.174 ms": nanoseconds as milliseconds with three decimals.
+std::string FormatMs(int64_t ns);
+
+// The most characters of any input an error message repeats: a message
+// travels in a gRPC trailer, which has a size limit of its own.
+inline constexpr size_t kMaxQuotedInput = 200;
+
+// `text` in double quotes, with control characters and quotes escaped, cut
+// to kMaxQuotedInput characters with "... (N bytes)" when longer.
+std::string QuoteInput(absl::string_view text);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_COMMON_FORMAT_H_

@@ -1,0 +1,121 @@
+#include "model/workloads.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/format.h"
+#include "common/status_macros.h"
+
+namespace slackswap {
+namespace {
+
+// Every preset is a mixed-precision (bf16/fp16) step with fused attention
+// unless overridden.
+TransformerConfig Base(const char* name) {
+  TransformerConfig c;
+  c.name = name;
+  c.attention = Attention::kFlash;
+  c.dtype_bytes = 2;
+  return c;
+}
+
+// BERT-Large uncased (Devlin et al. 2019), NVIDIA pre-training phase 2.
+TransformerConfig BertLarge() {
+  TransformerConfig c = Base("bert-large");
+  c.arch = Arch::kEncoderPostNorm;
+  c.layers = 24;
+  c.hidden = 1024;
+  c.heads = 16;
+  c.ffn = 4096;
+  c.vocab = 30522;
+  c.seq = 512;
+  c.batch = 32;
+  c.activation = Activation::kGelu;
+  c.norm = Norm::kLayerNorm;
+  c.dropout = true;
+  c.rope = false;
+  c.max_pred_per_seq = 80;
+  return c;
+}
+
+// GPT-2 XL, 1.5B (Radford et al. 2019).
+TransformerConfig Gpt2Xl() {
+  TransformerConfig c = Base("gpt2-xl");
+  c.arch = Arch::kDecoderPreNorm;
+  c.layers = 48;
+  c.hidden = 1600;
+  c.heads = 25;
+  c.ffn = 6400;
+  c.vocab = 50257;
+  c.seq = 1024;
+  c.batch = 8;
+  c.activation = Activation::kGelu;
+  c.norm = Norm::kLayerNorm;
+  c.dropout = true;
+  c.rope = false;
+  return c;
+}
+
+// LLaMA 7B shapes (Touvron et al. 2023): RMSNorm, RoPE, SwiGLU, no dropout,
+// no biases.
+TransformerConfig Llama7b() {
+  TransformerConfig c = Base("llama-7b");
+  c.arch = Arch::kDecoderPreNorm;
+  c.layers = 32;
+  c.hidden = 4096;
+  c.heads = 32;
+  c.ffn = 11008;
+  c.vocab = 32000;
+  c.seq = 2048;
+  c.batch = 4;
+  c.activation = Activation::kSwiGlu;
+  c.norm = Norm::kRmsNorm;
+  c.dropout = false;
+  c.rope = true;
+  return c;
+}
+
+}  // namespace
+
+const std::vector<Workload>& WorkloadCatalog() {
+  static const std::vector<Workload>* const catalog = new std::vector<Workload>{
+      {"bert-large", "BERT-Large pre-training, batch 32, sequence 512",
+       BertLarge()},
+      {"gpt2-xl", "GPT-2 XL (1.5B), batch 8, sequence 1024", Gpt2Xl()},
+      {"llama-7b", "LLaMA-7B shapes, batch 4, sequence 2048", Llama7b()},
+  };
+  return *catalog;
+}
+
+std::vector<std::string> WorkloadNames() {
+  std::vector<std::string> names;
+  for (const Workload& w : WorkloadCatalog()) names.push_back(w.name);
+  return names;
+}
+
+absl::StatusOr<TransformerConfig> FindWorkload(absl::string_view name) {
+  for (const Workload& w : WorkloadCatalog()) {
+    if (w.name == name) return w.config;
+  }
+  return absl::NotFoundError(absl::StrCat("unknown workload ",
+                                          QuoteInput(name), "; known: ",
+                                          absl::StrJoin(WorkloadNames(), ", ")));
+}
+
+absl::StatusOr<Graph> BuildWorkload(absl::string_view name,
+                                    const WorkloadOverrides& overrides) {
+  SLACKSWAP_ASSIGN_OR_RETURN(TransformerConfig config, FindWorkload(name));
+  if (overrides.layers.has_value()) {
+    if (*overrides.layers <= 0 || *overrides.layers > kMaxTransformerLayers) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layers must be in [1, ", kMaxTransformerLayers,
+                       "], got ", *overrides.layers));
+    }
+    config.layers = static_cast<int32_t>(*overrides.layers);
+  }
+  if (overrides.batch.has_value()) config.batch = *overrides.batch;
+  if (overrides.seq.has_value()) config.seq = *overrides.seq;
+  if (overrides.attention.has_value()) config.attention = *overrides.attention;
+  return BuildTransformer(config);
+}
+
+}  // namespace slackswap
