@@ -1,7 +1,7 @@
 # slackswapd, the SlackSwap planning service, and the slackswap CLI.
 #
-#   docker build -t slackswapd:0.1.0 .
-#   docker run --rm -p 50051:50051 -p 9090:9090 slackswapd:0.1.0
+#   docker build -t slackswapd:0.2.0 .
+#   docker run --rm -p 50051:50051 -p 9090:9090 slackswapd:0.2.0
 #
 # Two stages, both Debian 12 (bookworm). The build stage runs the scripts CI
 # runs: scripts/setup.sh (Debian packages), scripts/build.sh (CMake) and
@@ -15,20 +15,25 @@
 
 FROM debian:bookworm AS build
 WORKDIR /src
-# The build packages first, in their own layer: it survives source edits.
-# The image needs no test tools (kubectl, npm).
-ENV SLACKSWAP_TEST_TOOLS=0
+# The build tier of packages first, in its own layer: it survives source
+# edits. The image needs nothing the tests use.
+ENV SLACKSWAP_TIER=build
 COPY scripts/setup.sh scripts/
-RUN bash scripts/setup.sh
+RUN bash scripts/setup.sh build
 COPY . .
-RUN BUILD_DIR=/build bash scripts/build.sh --target slackswapd slackswap
+# .git is not in the build context: pass the commit for --version and
+# slackswap_build_info (docker build --build-arg SLACKSWAP_COMMIT=$(git
+# rev-parse --short=12 HEAD) .).
+ARG SLACKSWAP_COMMIT=unknown
+RUN BUILD_DIR=/build SLACKSWAP_COMMIT="$SLACKSWAP_COMMIT" \
+    bash scripts/build.sh --target slackswapd slackswap
 RUN BUILD_DIR=/build bash scripts/install.sh --strip /opt/slackswap
 
 FROM debian:bookworm-slim
 LABEL org.opencontainers.image.title="slackswapd" \
       org.opencontainers.image.description="SlackSwap activation-memory planning service (gRPC)" \
-      org.opencontainers.image.version="0.1.0" \
-      org.opencontainers.image.licenses="NOASSERTION"
+      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY scripts/install.sh scripts/runtime-packages.txt /tmp/slackswap-install/
 RUN bash /tmp/slackswap-install/install.sh --runtime-packages \
     && rm -rf /var/lib/apt/lists/* /tmp/slackswap-install

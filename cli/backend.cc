@@ -36,6 +36,16 @@ class LocalBackend : public Backend {
       const v1::GetWorkloadRequest& req) override {
     return core_.GetWorkload(req);
   }
+  absl::StatusOr<v1::ServerInfoResponse> ServerInfo() override {
+    return core_.Info();
+  }
+  absl::StatusOr<v1::ListHardwareProfilesResponse> ListHardwareProfiles()
+      override {
+    return core_.ListHardwareProfiles();
+  }
+  absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
+    return core_.ListWorkloads();
+  }
 
  private:
   PlanningCore core_{CoreLimits{}};
@@ -98,6 +108,17 @@ class RemoteBackend : public Backend {
   absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
       const v1::GetWorkloadRequest& req) override {
     return Call(&v1::Planner::Stub::GetWorkload, req);
+  }
+  absl::StatusOr<v1::ServerInfoResponse> ServerInfo() override {
+    return Call(&v1::Planner::Stub::ServerInfo, v1::ServerInfoRequest());
+  }
+  absl::StatusOr<v1::ListHardwareProfilesResponse> ListHardwareProfiles()
+      override {
+    return Call(&v1::Planner::Stub::ListHardwareProfiles,
+                v1::ListHardwareProfilesRequest());
+  }
+  absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
+    return Call(&v1::Planner::Stub::ListWorkloads, v1::ListWorkloadsRequest());
   }
 
  private:
@@ -162,18 +183,24 @@ absl::StatusOr<RemoteOptions> RemoteOptionsFromFlags(const Flags& flags) {
 
 }  // namespace
 
-const std::set<std::string>& BackendFlags() {
-  static const std::set<std::string> flags = {
-      "server", "tls-ca", "tls-cert", "tls-key", "auth-token-file", "timeout"};
-  return flags;
+const FlagSpecs& BackendFlags() {
+  static const FlagSpecs* const flags = new FlagSpecs{
+      {"server", "HOST:PORT", "run on this slackswapd instead of locally"},
+      {"tls-ca", "FILE", "PEM CA bundle: talk TLS to --server"},
+      {"tls-cert", "FILE", "PEM client certificate (mutual TLS)"},
+      {"tls-key", "FILE", "PEM client private key (mutual TLS)"},
+      {"auth-token-file", "FILE", "file holding the server's bearer token"},
+      {"timeout", "SECONDS", "deadline of each call to --server", "none"},
+  };
+  return *flags;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags(const Flags& flags) {
   if (!flags.Has("server")) {
-    for (const std::string& f : BackendFlags()) {
-      if (flags.Has(f)) {
+    for (const FlagSpec& f : BackendFlags()) {
+      if (flags.Has(f.name)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("--", f, " needs --server"));
+            absl::StrCat("--", f.name, " needs --server"));
       }
     }
     return std::unique_ptr<Backend>(new LocalBackend());

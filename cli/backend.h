@@ -9,7 +9,6 @@
 
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,11 +29,15 @@ class Backend {
       const v1::SimulateRequest& req) = 0;
   virtual absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
       const v1::GetWorkloadRequest& req) = 0;
+  virtual absl::StatusOr<v1::ServerInfoResponse> ServerInfo() = 0;
+  virtual absl::StatusOr<v1::ListHardwareProfilesResponse>
+  ListHardwareProfiles() = 0;
+  virtual absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() = 0;
 };
 
 // Flags every subcommand accepts for choosing the backend: --server,
 // --tls-ca, --tls-cert, --tls-key, --auth-token-file, --timeout.
-const std::set<std::string>& BackendFlags();
+const FlagSpecs& BackendFlags();
 
 // Local unless --server is given.
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags(const Flags& flags);

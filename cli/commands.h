@@ -1,5 +1,11 @@
-// The `slackswap` subcommands. Each parses its own flags, writes its output
-// to `out`, and returns an error status for main to print as `CODE: message`.
+// The `slackswap` subcommands, each declared once: its flags (parsed and
+// shown in help from the same list), a synopsis, examples and the function
+// that runs it. main() dispatches; `slackswap help COMMAND` and
+// `slackswap COMMAND --help` print CommandHelp.
+//
+//   const Command* c = FindCommand("plan");
+//   absl::StatusOr<Flags> flags = Flags::Parse(args, c->flags, c->positional);
+//   absl::Status s = c->run(*flags, std::cout);
 #ifndef SLACKSWAP_CLI_COMMANDS_H_
 #define SLACKSWAP_CLI_COMMANDS_H_
 
@@ -8,17 +14,40 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cli/flags.h"
 
 namespace slackswap {
 
-using Args = std::vector<std::string>;
+struct Command {
+  std::string name;
+  std::string summary;
+  // What follows the command name in its usage line.
+  std::string synopsis;
+  FlagSpecs flags;
+  std::vector<std::string> examples;
+  absl::Status (*run)(const Flags& flags, std::ostream& out);
+  // Plain arguments it takes (`list WHAT`).
+  int positional = 0;
+};
 
-absl::Status RunSimulate(const Args& args, std::ostream& out);
-absl::Status RunWorkload(const Args& args, std::ostream& out);
-absl::Status RunPlan(const Args& args, std::ostream& out);
-absl::Status RunSweep(const Args& args, std::ostream& out);
-absl::Status RunTable(const Args& args, std::ostream& out);
-absl::Status RunHealth(const Args& args, std::ostream& out);
+// Every command, in help order.
+const std::vector<Command>& Commands();
+// nullptr for an unknown name.
+const Command* FindCommand(const std::string& name);
+
+// The command's usage line, flags with their defaults, and examples.
+std::string CommandHelp(const Command& command);
+// The commands, the shared flags, and the registries' names.
+std::string GlobalHelp();
+
+// One per command file.
+Command SimulateCommand();
+Command PlanCommand();
+Command SweepCommand();
+Command TableCommand();
+Command WorkloadCommand();
+Command ListCommand();
+Command HealthCommand();
 
 }  // namespace slackswap
 

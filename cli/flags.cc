@@ -8,13 +8,29 @@
 
 namespace slackswap {
 
+FlagSpecs Concat(std::initializer_list<FlagSpecs> groups) {
+  FlagSpecs out;
+  for (const FlagSpecs& g : groups) out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
 absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
-                                   const std::set<std::string>& valued,
-                                   const std::set<std::string>& switches) {
+                                   const FlagSpecs& specs, int max_positional) {
+  auto find = [&specs](const std::string& name) -> const FlagSpec* {
+    for (const FlagSpec& s : specs) {
+      if (s.name == name) return &s;
+    }
+    return nullptr;
+  };
   Flags flags;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+      if (!absl::StartsWith(arg, "-") &&
+          static_cast<int>(flags.positional_.size()) < max_positional) {
+        flags.positional_.push_back(arg);
+        continue;
+      }
       return absl::InvalidArgumentError(
           absl::StrCat("unexpected argument '", arg, "'"));
     }
@@ -24,16 +40,17 @@ absl::StatusOr<Flags> Flags::Parse(const std::vector<std::string>& args,
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    if (switches.count(name)) {
+    const FlagSpec* spec = find(name);
+    if (spec == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    if (spec->is_switch()) {
       if (value.has_value()) {
         return absl::InvalidArgumentError(
             absl::StrCat("--", name, " takes no value"));
       }
       flags.values_[name] = "true";
       continue;
-    }
-    if (!valued.count(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     }
     if (!value.has_value()) {
       if (i + 1 == args.size()) {

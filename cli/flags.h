@@ -1,16 +1,18 @@
-// Command-line flags of one subcommand: --name=value, --name value, and
-// boolean switches (--json). Unknown flags and stray arguments are errors.
+// Command-line flags of one subcommand, declared once (FlagSpec) for both
+// parsing and help: --name=value, --name value, and switches (--json).
+// Unknown flags and stray arguments are errors.
 //
-//   absl::StatusOr<Flags> f = Flags::Parse(args, {"workload", "budget"},
-//                                          {"json"});
+//   const FlagSpecs specs = {{"workload", "NAME", "a built-in workload"},
+//                            {"json", "", "print JSON"}};
+//   absl::StatusOr<Flags> f = Flags::Parse(args, specs);
 //   std::string w = f->Get("workload").value_or("gpt2-xl");
 #ifndef SLACKSWAP_CLI_FLAGS_H_
 #define SLACKSWAP_CLI_FLAGS_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,11 +20,28 @@
 
 namespace slackswap {
 
+struct FlagSpec {
+  std::string name;
+  // What the value is, for help ("NAME|FILE", "B"); empty for a switch.
+  std::string value;
+  std::string help;
+  // The default, as help shows it; empty when there is none.
+  std::string default_text;
+
+  bool is_switch() const { return value.empty(); }
+};
+using FlagSpecs = std::vector<FlagSpec>;
+
+// The groups, in order.
+FlagSpecs Concat(std::initializer_list<FlagSpecs> groups);
+
 class Flags {
  public:
+  // Up to `max_positional` plain arguments are kept (Positional()); more are
+  // errors.
   static absl::StatusOr<Flags> Parse(const std::vector<std::string>& args,
-                                     const std::set<std::string>& valued,
-                                     const std::set<std::string>& switches);
+                                     const FlagSpecs& specs,
+                                     int max_positional = 0);
 
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::optional<std::string> Get(const std::string& name) const;
@@ -30,9 +49,11 @@ class Flags {
   absl::StatusOr<std::optional<int64_t>> GetInt(const std::string& name) const;
   absl::StatusOr<std::optional<double>> GetDouble(
       const std::string& name) const;
+  const std::vector<std::string>& Positional() const { return positional_; }
 
  private:
   std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
 };
 
 }  // namespace slackswap

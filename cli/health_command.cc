@@ -8,12 +8,28 @@
 
 namespace slackswap {
 
-absl::Status RunHealth(const Args& args, std::ostream& out) {
-  SLACKSWAP_ASSIGN_OR_RETURN(Flags flags,
-                             Flags::Parse(args, BackendFlags(), {}));
+namespace {
+
+absl::Status RunHealth(const Flags& flags, std::ostream& out) {
+  if (!flags.Has("server")) {
+    return absl::InvalidArgumentError("health needs --server HOST:PORT");
+  }
   SLACKSWAP_RETURN_IF_ERROR(CheckHealth(flags));
   out << *flags.Get("server") << " is SERVING\n";
   return absl::OkStatus();
+}
+
+}  // namespace
+
+Command HealthCommand() {
+  return {
+      .name = "health",
+      .summary = "exit 0 iff the server's health service answers SERVING",
+      .synopsis = "--server HOST:PORT [flags]",
+      .flags = BackendFlags(),
+      .examples = {"slackswap health --server 127.0.0.1:50051 --timeout 3"},
+      .run = &RunHealth,
+  };
 }
 
 }  // namespace slackswap

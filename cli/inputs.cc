@@ -1,19 +1,57 @@
 #include "cli/inputs.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "core/planning_core.h"
 #include "io/convert.h"
 #include "io/proto_file.h"
 #include "model/budget.h"
+#include "model/hardware.h"
+#include "model/workloads.h"
+#include "planner/policy.h"
 
 namespace slackswap {
 
-const std::set<std::string>& StepFlags() {
-  static const std::set<std::string> flags = {
-      "workload", "graph", "batch", "seq", "layers", "attention", "hardware"};
-  return flags;
+const FlagSpecs& StepFlags() {
+  static const FlagSpecs* const flags = new FlagSpecs{
+      {"workload", "NAME",
+       absl::StrCat("a built-in workload (",
+                    absl::StrJoin(WorkloadNames(), ", "), "); or --graph")},
+      {"graph", "FILE", "an OperatorGraph file (.pb, .txtpb or .json)"},
+      {"batch", "N", "workload override: batch size"},
+      {"seq", "N", "workload override: sequence length"},
+      {"layers", "N", "workload override: number of layers"},
+      {"attention", "flash|unfused", "workload override: attention kernels"},
+      {"hardware", "NAME|FILE",
+       absl::StrCat("a catalog profile (", absl::StrJoin(HardwareNames(), ", "),
+                    ") or a HardwareProfile file"),
+       "a100-80gb-pcie4"},
+  };
+  return *flags;
+}
+
+FlagSpec BudgetFlag(bool required) {
+  return {"budget", "B",
+          absl::StrCat("activation budget: a fraction of the unconstrained "
+                       "peak (0.5, at most ",
+                       kMaxBudgetFraction,
+                       ") or bytes with a unit (20GB, "
+                       "512MiB)"),
+          required ? "" : "none"};
+}
+
+FlagSpec PolicyFlag() {
+  return {"policy", "NAME[,NAME...]|all",
+          absl::StrCat("policies: ", absl::StrJoin(PolicyNames(), ", ")),
+          "all"};
+}
+
+FlagSpec TimelinePointsFlag() {
+  return {"timeline-points", "N",
+          absl::StrCat("downsample the memory timeline to N points (at most ",
+                       MaxTimelinePoints(), ")")};
 }
 
 absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags) {
@@ -111,12 +149,6 @@ std::string StepHardwareName(const v1::StepSpec& step) {
 
 std::string StepTitle(const v1::StepSpec& step) {
   return StepGraphName(step) + " on " + StepHardwareName(step);
-}
-
-std::set<std::string> Join(std::set<std::string> a,
-                           const std::set<std::string>& b) {
-  a.insert(b.begin(), b.end());
-  return a;
 }
 
 }  // namespace slackswap

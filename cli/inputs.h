@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -17,8 +16,15 @@
 
 namespace slackswap {
 
-// Flags StepFromFlags reads.
-const std::set<std::string>& StepFlags();
+// Flags StepFromFlags reads: --workload with its overrides, --graph,
+// --hardware.
+const FlagSpecs& StepFlags();
+// --budget B, for commands where it is `required` or optional.
+FlagSpec BudgetFlag(bool required);
+// --policy NAME[,NAME...]|all.
+FlagSpec PolicyFlag();
+// --timeline-points N.
+FlagSpec TimelinePointsFlag();
 
 // Exactly one of --workload and --graph; --hardware defaults to
 // a100-80gb-pcie4. Files are read here and sent inline.
@@ -60,10 +66,6 @@ int32_t MaxTimelinePoints();
 std::string StepGraphName(const v1::StepSpec& step);
 std::string StepHardwareName(const v1::StepSpec& step);
 std::string StepTitle(const v1::StepSpec& step);
-
-// Flag sets joined.
-std::set<std::string> Join(std::set<std::string> a,
-                           const std::set<std::string>& b);
 
 }  // namespace slackswap
 

@@ -1,71 +1,76 @@
 // slackswap: plan and simulate activation memory for a training step.
-// Errors go to stderr as `CODE: message` with a non-zero exit.
+// Errors go to stderr as `CODE: message` with exit status 1; a command line
+// that cannot be run (no command) exits 2.
 #include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "common/version.h"
 
 namespace {
 
-constexpr char kUsage[] = R"(usage: slackswap COMMAND [flags]
+bool AsksForHelp(const std::vector<std::string>& args) {
+  return std::any_of(args.begin(), args.end(), [](const std::string& a) {
+    return a == "--help" || a == "-h";
+  });
+}
 
-commands:
-  simulate  (--workload NAME | --graph FILE) [--hardware NAME|FILE]
-            [--budget B] [--plan FILE] [--json] [--trace FILE]
-            [--timeline-points N] [--budget-all-memory]
-  plan      (--workload NAME | --graph FILE) [--hardware NAME|FILE]
-            --budget B [--policy NAME[,NAME...]|all] [--out PLAN_FILE]
-            [--json] [--timeline-points N] [--reasons]
-  sweep     (--workload NAME | --graph FILE) [--hardware NAME|FILE]
-            [--budgets FROM:TO:STEP] [--policy NAME[,NAME...]|all]
-            [--csv|--json] [--target SHARE]
-  table     the reference workloads at half their peak, every policy,
-            beside the seed's figures
-  workload  --workload NAME [--batch N] [--seq N] [--layers N]
-            [--attention flash|unfused] --out FILE
-  health    --server HOST:PORT: exit 0 iff the server is SERVING
-
-Every command takes --server HOST:PORT to run on a slackswapd instead of
-locally, with [--tls-ca FILE [--tls-cert FILE --tls-key FILE]]
-[--auth-token-file FILE] [--timeout SECONDS].
-
-B is a fraction of the unconstrained activation peak (0.5) or bytes with a
-unit (20GB, 512MiB). Files are .pb, .txtpb or .json.
-Policies: ideal, recompute_only, swap_only, capuchin, slackswap.
-Workloads: bert-large, gpt2-xl, llama-7b. Hardware: a100-80gb-pcie4,
-a100-40gb-pcie4, h100-pcie5, gh200-c2c.
-)";
+absl::Status Run(const std::string& name,
+                 const std::vector<std::string>& args) {
+  if (name == "help") {
+    if (args.empty()) {
+      std::cout << slackswap::GlobalHelp();
+      return absl::OkStatus();
+    }
+    const slackswap::Command* c = slackswap::FindCommand(args[0]);
+    if (c == nullptr || args.size() > 1) {
+      return absl::InvalidArgumentError(
+          "help takes one command name (see slackswap --help)");
+    }
+    std::cout << slackswap::CommandHelp(*c);
+    return absl::OkStatus();
+  }
+  const slackswap::Command* command = slackswap::FindCommand(name);
+  if (command == nullptr) {
+    return absl::InvalidArgumentError("unknown command '" + name +
+                                      "' (see slackswap --help)");
+  }
+  if (AsksForHelp(args)) {
+    std::cout << slackswap::CommandHelp(*command);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<slackswap::Flags> flags =
+      slackswap::Flags::Parse(args, command->flags, command->positional);
+  if (!flags.ok()) {
+    return absl::Status(flags.status().code(),
+                        absl::StrCat(flags.status().message(),
+                                     " (see slackswap ", name, " --help)"));
+  }
+  return command->run(*flags, std::cout);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" ||
-      std::string(argv[1]) == "help") {
-    std::cout << kUsage;
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    std::cout << slackswap::GlobalHelp();
+    return 2;
   }
-  const std::string command = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
-  absl::Status status;
-  if (command == "simulate") {
-    status = slackswap::RunSimulate(args, std::cout);
-  } else if (command == "plan") {
-    status = slackswap::RunPlan(args, std::cout);
-  } else if (command == "health") {
-    status = slackswap::RunHealth(args, std::cout);
-  } else if (command == "sweep") {
-    status = slackswap::RunSweep(args, std::cout);
-  } else if (command == "table") {
-    status = slackswap::RunTable(args, std::cout);
-  } else if (command == "workload") {
-    status = slackswap::RunWorkload(args, std::cout);
-  } else {
-    status = absl::InvalidArgumentError("unknown command '" + command +
-                                        "' (see slackswap --help)");
+  const std::string first = argv[1];
+  if (first == "--help" || first == "-h") {
+    std::cout << slackswap::GlobalHelp();
+    return 0;
   }
+  if (first == "--version" || first == "version") {
+    std::cout << slackswap::VersionLine("slackswap");
+    return 0;
+  }
+  const absl::Status status =
+      Run(first, std::vector<std::string>(argv + 2, argv + argc));
   if (!status.ok()) {
     // One line per error, whatever a library put in the message.
     std::string message(status.message());

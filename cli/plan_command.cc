@@ -12,13 +12,9 @@
 
 namespace slackswap {
 
-absl::Status RunPlan(const Args& args, std::ostream& out) {
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      Flags flags,
-      Flags::Parse(args,
-                   Join(Join(StepFlags(), BackendFlags()),
-                        {"budget", "policy", "out", "timeline-points"}),
-                   {"json", "reasons"}));
+namespace {
+
+absl::Status RunPlan(const Flags& flags, std::ostream& out) {
   if (!flags.Has("budget")) {
     return absl::InvalidArgumentError(
         "plan needs --budget (a fraction such as 0.5, or bytes such as 20GB)");
@@ -58,6 +54,31 @@ absl::Status RunPlan(const Args& args, std::ostream& out) {
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+Command PlanCommand() {
+  return {
+      .name = "plan",
+      .summary =
+          "plan a step under a budget with one or more policies, each "
+          "judged by the simulator",
+      .synopsis = "(--workload NAME | --graph FILE) --budget B [flags]",
+      .flags = Concat(
+          {StepFlags(),
+           {BudgetFlag(/*required=*/true),
+            PolicyFlag(),
+            {"out", "FILE", "write the plan of the one --policy to FILE"},
+            {"json", "", "print the PlanReport as JSON"},
+            TimelinePointsFlag(),
+            {"reasons", "", "print each decision's reason"}},
+           BackendFlags()}),
+      .examples = {"slackswap plan --workload gpt2-xl --budget 0.5 --policy "
+                   "slackswap --out plan.txtpb",
+                   "slackswap plan --workload llama-7b --budget 20GB --json"},
+      .run = &RunPlan,
+  };
 }
 
 }  // namespace slackswap

@@ -13,13 +13,9 @@
 
 namespace slackswap {
 
-absl::Status RunSimulate(const Args& args, std::ostream& out) {
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      Flags flags,
-      Flags::Parse(args,
-                   Join(Join(StepFlags(), BackendFlags()),
-                        {"budget", "plan", "trace", "timeline-points"}),
-                   {"json", "budget-all-memory"}));
+namespace {
+
+absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
   v1::SimulateRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
   if (flags.Has("plan")) {
@@ -57,6 +53,33 @@ absl::Status RunSimulate(const Args& args, std::ostream& out) {
     PrintSimulation(title, r, out);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+Command SimulateCommand() {
+  return {
+      .name = "simulate",
+      .summary =
+          "simulate one training step under a plan (default: keep "
+          "everything)",
+      .synopsis = "(--workload NAME | --graph FILE) [flags]",
+      .flags =
+          Concat({StepFlags(),
+                  {BudgetFlag(/*required=*/false),
+                   {"plan", "FILE", "a Plan file (.pb, .txtpb or .json)",
+                    "keep everything"},
+                   {"json", "", "print a SimulationResult as JSON"},
+                   {"trace", "FILE", "write a Chrome trace (Perfetto) to FILE"},
+                   TimelinePointsFlag(),
+                   {"budget-all-memory", "",
+                    "the budget limits activation plus transient memory"}},
+                  BackendFlags()}),
+      .examples = {"slackswap simulate --workload gpt2-xl",
+                   "slackswap simulate --graph step.pb --plan plan.txtpb "
+                   "--budget 0.5 --json"},
+      .run = &RunSimulate,
+  };
 }
 
 }  // namespace slackswap

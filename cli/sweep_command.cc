@@ -16,12 +16,9 @@
 
 namespace slackswap {
 
-absl::Status RunSweep(const Args& args, std::ostream& out) {
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      Flags flags, Flags::Parse(args,
-                                Join(Join(StepFlags(), BackendFlags()),
-                                     {"budgets", "policy", "target"}),
-                                {"csv", "json"}));
+namespace {
+
+absl::Status RunSweep(const Flags& flags, std::ostream& out) {
   if (flags.Has("csv") && flags.Has("json")) {
     return absl::InvalidArgumentError("give at most one of --csv and --json");
   }
@@ -74,6 +71,32 @@ absl::Status RunSweep(const Args& args, std::ostream& out) {
     PrintSweepTable(report, policies, out);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+Command SweepCommand() {
+  return {
+      .name = "sweep",
+      .summary =
+          "plan a range of budgets: throughput retained against "
+          "memory, per policy",
+      .synopsis = "(--workload NAME | --graph FILE) [flags]",
+      .flags =
+          Concat({StepFlags(),
+                  {{"budgets", "FROM:TO:STEP", "budget fractions to plan",
+                    "0.1:1.0:0.05"},
+                   PolicyFlag(),
+                   {"csv", "", "print CSV"},
+                   {"json", "", "print a SweepReport as JSON"},
+                   {"target", "SHARE",
+                    "also find the smallest budget retaining SHARE (0.99)"}},
+                  BackendFlags()}),
+      .examples = {"slackswap sweep --workload gpt2-xl --target 0.99",
+                   "slackswap sweep --workload llama-7b --budgets "
+                   "0.3:0.6:0.1 --policy slackswap,capuchin --csv"},
+      .run = &RunSweep,
+  };
 }
 
 }  // namespace slackswap

@@ -8,8 +8,8 @@
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
-#include "common/status_macros.h"
 #include "common/format.h"
+#include "common/status_macros.h"
 #include "planner/policy.h"
 
 namespace slackswap {
@@ -17,8 +17,8 @@ namespace {
 
 struct Row {
   const char* workload;
-  // What the SlackSwap authors report for their own (unpublished) inputs
-  // (shared/seed/SEED-en.md), shown for comparison only.
+  // What the SlackSwap paper reports for its own (unpublished) inputs,
+  // shown for comparison only (docs/PLANNERS.md, "The reference table").
   double seed_retained;
 };
 
@@ -27,11 +27,7 @@ constexpr Row kRows[] = {
 constexpr char kHardware[] = "a100-80gb-pcie4";
 constexpr double kBudgetFraction = 0.5;
 
-}  // namespace
-
-absl::Status RunTable(const Args& args, std::ostream& out) {
-  SLACKSWAP_ASSIGN_OR_RETURN(Flags flags,
-                             Flags::Parse(args, BackendFlags(), {}));
+absl::Status RunTable(const Flags& flags, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                              BackendFromFlags(flags));
   out << absl::StrFormat(
@@ -59,6 +55,23 @@ absl::Status RunTable(const Args& args, std::ostream& out) {
     out << absl::StrFormat(" %13.1f%%\n", 100 * row.seed_retained);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+Command TableCommand() {
+  return {
+      .name = "table",
+      .summary =
+          "every policy on the reference workloads at half their "
+          "activation peak, beside the seed paper's figures",
+      .synopsis = "[flags]",
+      .flags = BackendFlags(),
+      .examples = {"slackswap table",
+                   "slackswap table --server "
+                   "127.0.0.1:50051"},
+      .run = &RunTable,
+  };
 }
 
 }  // namespace slackswap

@@ -11,13 +11,9 @@
 
 namespace slackswap {
 
-absl::Status RunWorkload(const Args& args, std::ostream& out) {
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      Flags flags,
-      Flags::Parse(args,
-                   Join(BackendFlags(), {"workload", "batch", "seq", "layers",
-                                         "attention", "out"}),
-                   {}));
+namespace {
+
+absl::Status RunWorkload(const Flags& flags, std::ostream& out) {
   if (!flags.Has("workload")) {
     return absl::InvalidArgumentError("workload needs --workload NAME");
   }
@@ -37,6 +33,26 @@ absl::Status RunWorkload(const Args& args, std::ostream& out) {
   out << absl::StrFormat("wrote %s: %d ops, %d tensors\n", *flags.Get("out"),
                          resp.graph().ops_size(), resp.graph().tensors_size());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+Command WorkloadCommand() {
+  FlagSpecs flags;
+  for (const FlagSpec& f : StepFlags()) {
+    if (f.name != "graph" && f.name != "hardware") flags.push_back(f);
+  }
+  flags.push_back({"out", "FILE",
+                   "where to write the OperatorGraph (.pb, .txtpb or .json)"});
+  return {
+      .name = "workload",
+      .summary = "write a built-in workload's operator graph to a file",
+      .synopsis = "--workload NAME --out FILE [flags]",
+      .flags = Concat({flags, BackendFlags()}),
+      .examples = {"slackswap workload --workload gpt2-xl --layers 2 --out "
+                   "gpt2.json"},
+      .run = &RunWorkload,
+  };
 }
 
 }  // namespace slackswap

@@ -149,7 +149,7 @@ TEST(HostileInputTest, NegativeBudgets) {
               "budget_bytes must be > 0, got -5"});
   req.set_budget_fraction(-0.5);
   Check(req, {absl::StatusCode::kInvalidArgument,
-              "budget_fraction must be in (0, 1000], got -0.5"});
+              "budget_fraction must be in (0, 10], got -0.5"});
   req.set_budget_fraction(std::nan(""));
   Check(req, {absl::StatusCode::kInvalidArgument, "budget_fraction"});
 }
@@ -215,8 +215,8 @@ TEST(HostileInputTest, TooManyTimelinePointsOrSweepPoints) {
   sweep.set_from(1e-6);
   sweep.set_to(1.0);
   sweep.set_step_fraction(1e-6);
-  absl::Status s =
-      core.SweepBudgets(sweep, {}, [](const v1::SweepResponse&) { return true; });
+  absl::Status s = core.SweepBudgets(
+      sweep, {}, [](const v1::SweepResponse&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(s.message()), HasSubstr("exceed the limit of 1000"));
 }

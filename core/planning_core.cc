@@ -7,14 +7,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
-#include "common/format.h"
 #include "model/budget.h"
-#include "planner/policy.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
+#include "planner/policy.h"
 
 namespace slackswap {
 namespace {
@@ -337,8 +338,7 @@ absl::Status PolicyMinimums(const SweepSpec& spec, const PlanningContext& ctx,
     v1::PolicyMinimum* m = msg.mutable_minimum();
     m->set_policy(policy->name);
     m->set_budget_bytes(minimum);
-    m->set_budget_fraction(
-        Fraction(minimum, ctx.graph.index.saved_bytes));
+    m->set_budget_fraction(Fraction(minimum, ctx.graph.index.saved_bytes));
     SLACKSWAP_RETURN_IF_ERROR(emit(msg));
   }
   return absl::OkStatus();
@@ -411,6 +411,30 @@ v1::ListHardwareProfilesResponse PlanningCore::ListHardwareProfiles() const {
     *resp.add_profiles() = HardwareToProto(hw);
   }
   return resp;
+}
+
+v1::ServerInfoResponse PlanningCore::Info() const {
+  v1::ServerInfoResponse info;
+  info.set_version(Version());
+  info.set_commit(Commit());
+  for (const PolicyInfo& p : PolicyRegistry()) {
+    v1::PolicyDescription* d = info.add_policies();
+    d->set_name(p.name);
+    d->set_summary(p.summary);
+    d->set_unbudgeted_reference(p.unbudgeted_reference);
+  }
+  for (const std::string& w : WorkloadNames()) info.add_workloads(w);
+  for (const Hardware& hw : HardwareCatalog()) {
+    info.add_hardware_profiles(hw.name);
+  }
+  v1::ServerLimits* l = info.mutable_limits();
+  l->set_max_graph_ops(limits_.max_graph_ops);
+  l->set_max_graph_tensors(limits_.max_graph_tensors);
+  l->set_max_workload_layers(limits_.max_workload_layers);
+  l->set_max_timeline_points(limits_.max_timeline_points);
+  l->set_max_sweep_points(limits_.max_sweep_points);
+  l->set_max_event_ops(limits_.max_event_ops);
+  return info;
 }
 
 namespace {

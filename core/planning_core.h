@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "model/transformer.h"
 #include "slackswap/v1/planner_service.pb.h"
 
 namespace slackswap {
@@ -29,7 +30,7 @@ namespace slackswap {
 struct CoreLimits {
   int64_t max_graph_ops = 1'000'000;
   int64_t max_graph_tensors = 2'000'000;
-  int64_t max_workload_layers = 10'000;
+  int64_t max_workload_layers = kMaxTransformerLayers;
   int32_t max_timeline_points = 100'000;
   int32_t max_sweep_points = 1'000;
   // Events grow with the graph; refused above this many ops.
@@ -70,6 +71,9 @@ class PlanningCore {
       const v1::SimulateRequest& req, const StopFn& stop) const;
 
   v1::ListHardwareProfilesResponse ListHardwareProfiles() const;
+  // Versions, policies, workloads, hardware names and the core's limits
+  // (the transport's own limits are the server's to add).
+  v1::ServerInfoResponse Info() const;
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() const;
   absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
       const v1::GetWorkloadRequest& req) const;

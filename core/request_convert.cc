@@ -7,8 +7,8 @@
 #include "common/status_macros.h"
 #include "io/convert.h"
 #include "model/budget.h"
-#include "planner/policy.h"
 #include "model/transformer.h"
+#include "planner/policy.h"
 
 namespace slackswap {
 
@@ -59,9 +59,11 @@ absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
 }
 
 absl::Status CheckFraction(const std::string& field, double fraction) {
-  if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1000) {
+  if (!std::isfinite(fraction) || fraction <= 0 ||
+      fraction > kMaxBudgetFraction) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, " must be in (0, 1000], got ", fraction));
+        absl::StrCat(field, " must be in (0, ", kMaxBudgetFraction, "], got ",
+                     fraction, " (a fraction of the unconstrained peak)"));
   }
   return absl::OkStatus();
 }
@@ -143,10 +145,9 @@ absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
     return out;
   }
   if (names.size() > kMaxPolicyNames) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("policies: ", names.size(), " names; at most ",
-                     kMaxPolicyNames, " (there are ", PolicyRegistry().size(),
-                     " policies)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policies: ", names.size(), " names; at most ", kMaxPolicyNames,
+        " (there are ", PolicyRegistry().size(), " policies)"));
   }
   for (int i = 0; i < names.size(); ++i) {
     absl::StatusOr<const PolicyInfo*> p = FindPolicy(names[i]);

@@ -16,9 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/planning_core.h"
-#include "model/workloads.h"
 #include "model/graph.h"
 #include "model/hardware.h"
+#include "model/workloads.h"
 #include "planner/policy.h"
 
 namespace slackswap {
@@ -37,7 +37,8 @@ absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
                                       const std::string& field,
                                       const CoreLimits& limits);
 
-// INVALID_ARGUMENT naming `field` unless `fraction` is in (0, 1000].
+// INVALID_ARGUMENT naming `field` unless `fraction` is in
+// (0, kMaxBudgetFraction].
 absl::Status CheckFraction(const std::string& field, double fraction);
 
 // Bytes from a budget oneof: `bytes` if set, else `fraction` of the graph's

@@ -35,7 +35,17 @@ absl::StatusOr<Budget> ParseBudget(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("budget '", original, "' must be > 0"));
   }
-  if (unit.empty()) return Budget::Fraction(value);
+  if (unit.empty()) {
+    if (value > kMaxBudgetFraction) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("budget '", original,
+                       "': a bare number is a fraction of the "
+                       "unconstrained activation peak, at most ",
+                       kMaxBudgetFraction, "; for bytes give a unit (",
+                       original, "GB or ", original, "GiB)"));
+    }
+    return Budget::Fraction(value);
+  }
   double scale = 0;
   if (unit == "b") scale = 1;
   if (unit == "kb") scale = 1e3;

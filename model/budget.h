@@ -14,6 +14,10 @@
 
 namespace slackswap {
 
+// The largest fraction of the peak a budget may be: a bare "20" is more
+// likely 20 GB than twenty times the peak.
+inline constexpr double kMaxBudgetFraction = 10;
+
 struct Budget {
   // Exactly one is set: a fraction of the unconstrained peak, or bytes.
   double fraction = 0;
@@ -28,7 +32,8 @@ struct Budget {
 };
 
 // Units: B, KB/MB/GB/TB (powers of 1000), KiB/MiB/GiB/TiB (powers of 1024);
-// a bare number is a fraction. Rejects zero, negatives, NaN and overflow.
+// a bare number is a fraction, at most kMaxBudgetFraction (above, the error
+// suggests a unit). Rejects zero, negatives, NaN and overflow.
 absl::StatusOr<Budget> ParseBudget(absl::string_view text);
 
 }  // namespace slackswap

@@ -31,5 +31,13 @@ TEST(BudgetTest, RejectsNonsense) {
   }
 }
 
+TEST(BudgetTest, ABareNumberAboveTenAsksForAUnit) {
+  EXPECT_DOUBLE_EQ(ParseBudget("10")->fraction, 10);
+  absl::StatusOr<Budget> b = ParseBudget("20");
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("20GB or 20GiB"));
+  EXPECT_EQ(ParseBudget("20GB")->bytes, 20'000'000'000);
+}
+
 }  // namespace
 }  // namespace slackswap

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/format.h"
 
 namespace slackswap {
 namespace {
@@ -313,15 +314,19 @@ const std::vector<Hardware>& HardwareCatalog() {
   return *catalog;
 }
 
+std::vector<std::string> HardwareNames() {
+  std::vector<std::string> names;
+  for (const Hardware& hw : HardwareCatalog()) names.push_back(hw.name);
+  return names;
+}
+
 absl::StatusOr<Hardware> FindHardware(absl::string_view name) {
-  std::vector<absl::string_view> names;
   for (const Hardware& hw : HardwareCatalog()) {
     if (hw.name == name) return hw;
-    names.push_back(hw.name);
   }
   return absl::NotFoundError(
-      absl::StrCat("unknown hardware profile \"", name,
-                   "\"; known: ", absl::StrJoin(names, ", ")));
+      absl::StrCat("unknown hardware profile ", QuoteInput(name),
+                   "; known: ", absl::StrJoin(HardwareNames(), ", ")));
 }
 
 }  // namespace slackswap

@@ -60,6 +60,7 @@ absl::Status ValidateHardware(const Hardware& hw);
 
 // The built-in profiles, by name.
 const std::vector<Hardware>& HardwareCatalog();
+std::vector<std::string> HardwareNames();
 absl::StatusOr<Hardware> FindHardware(absl::string_view name);
 
 }  // namespace slackswap

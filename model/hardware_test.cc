@@ -25,6 +25,7 @@ const Struct& RefHardware() {
 }
 
 TEST(HardwareCatalogTest, HasExactlyTheReferenceProfiles) {
+  SLACKSWAP_SKIP_WITHOUT_REFERENCE();
   std::set<std::string> want;
   for (const auto& [name, unused] : RefHardware().fields()) want.insert(name);
   std::set<std::string> got;
@@ -34,6 +35,7 @@ TEST(HardwareCatalogTest, HasExactlyTheReferenceProfiles) {
 }
 
 TEST(HardwareCatalogTest, ValuesEqualReference) {
+  SLACKSWAP_SKIP_WITHOUT_REFERENCE();
   for (const auto& [name, value] : RefHardware().fields()) {
     SCOPED_TRACE(name);
     const Struct& ref = value.struct_value();

@@ -695,7 +695,8 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
   }
   if (c.layers > kMaxTransformerLayers) {
     return FieldError(
-        c, absl::StrCat("layers must be <= ", kMaxTransformerLayers, ", got ", c.layers));
+        c, absl::StrCat("layers must be <= ", kMaxTransformerLayers, ", got ",
+                        c.layers));
   }
   if (c.hidden % c.heads != 0) {
     return FieldError(

@@ -1,5 +1,4 @@
 #include "model/transformer.h"
-#include "model/workloads.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +15,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
 #include "model/graph.h"
+#include "model/workloads.h"
 #include "testing/reference.h"
 
 namespace slackswap {
@@ -131,6 +131,7 @@ void PrintTo(const Case& c, std::ostream* os) {
 class TransformerReferenceTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
+    SLACKSWAP_SKIP_WITHOUT_REFERENCE();
     g_ = BuildIndexed(GetParam().model, GetParam().attention);
     layers_ = static_cast<int32_t>(
         Number(Reference(), {"models", GetParam().model, "config", "L"}));
@@ -418,6 +419,7 @@ TEST(TransformerGraphTest, BertHeads) {
 }
 
 TEST(TransformerOverrideTest, LayersScaleTotals) {
+  SLACKSWAP_SKIP_WITHOUT_REFERENCE();
   for (const std::string& name : WorkloadNames()) {
     SCOPED_TRACE(name);
     absl::StatusOr<TransformerConfig> c = FindWorkload(name);

@@ -96,9 +96,9 @@ absl::StatusOr<TransformerConfig> FindWorkload(absl::string_view name) {
   for (const Workload& w : WorkloadCatalog()) {
     if (w.name == name) return w.config;
   }
-  return absl::NotFoundError(absl::StrCat("unknown workload ",
-                                          QuoteInput(name), "; known: ",
-                                          absl::StrJoin(WorkloadNames(), ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("unknown workload ", QuoteInput(name),
+                   "; known: ", absl::StrJoin(WorkloadNames(), ", ")));
 }
 
 absl::StatusOr<Graph> BuildWorkload(absl::string_view name,

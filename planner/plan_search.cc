@@ -6,8 +6,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
 #include "common/format.h"
+#include "common/status_macros.h"
 #include "planner/internal/policies.h"
 #include "planner/internal/slack.h"
 #include "sim/schedule.h"
@@ -161,47 +161,60 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
   return best;
 }
 
-absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
-                                              Judged judged) {
-  if (!judged.result.feasible || judged.result.recomputed_tensors == 0) {
-    return judged;
-  }
-  const Graph& g = ctx.graph;
-  const StepAnalysis& a = ctx.analysis;
-  // Replay the plan for its memory over time and when each task ran.
-  const Schedule& schedule = judged.schedule;
-  SimOptions opts;
-  opts.budget_bytes = ctx.budget_bytes;
-  opts.record_events = true;
-  opts.should_stop = ctx.should_stop;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      SimResult run, SimulateSchedule(g, ctx.hw, a.durations, schedule, opts));
+namespace {
+
+// When each recomputed tensor of a replayed plan is without its device copy:
+// freed after its last forward reader ends, allocated again when the task
+// that rebuilds it starts. kNotYet where a tensor is not dropped.
+struct DroppedStretches {
+  static constexpr int64_t kNotYet = -1;
+  std::vector<int64_t> freed_at;
+  std::vector<int64_t> rebuilt_at;
+};
+
+absl::StatusOr<DroppedStretches> FindDroppedStretches(const Graph& g,
+                                                      const Schedule& schedule,
+                                                      const SimResult& run) {
   // Compute tasks run one after another, so their events come in order.
   std::vector<int64_t> task_start, task_end;
+  task_start.reserve(schedule.tasks.size());
+  task_end.reserve(schedule.tasks.size());
   for (const SimEvent& e : run.events) {
     if (e.stream != StreamId::kCompute) continue;
     task_start.push_back(e.start_ns);
     task_end.push_back(e.end_ns);
   }
-  if (task_start.size() != schedule.tasks.size()) return judged;
-  // Each recomputed tensor is freed after its last forward reader and
-  // allocated again by the task that rebuilds it.
-  constexpr int64_t kNotYet = -1;
-  std::vector<int64_t> freed_at(g.tensors.size(), kNotYet);
-  std::vector<int64_t> rebuilt_at(g.tensors.size(), kNotYet);
+  if (task_start.size() != schedule.tasks.size()) {
+    return absl::InternalError(
+        absl::StrCat("replaying a feasible plan ran ", task_start.size(),
+                     " of its ", schedule.tasks.size(), " compute tasks"));
+  }
+  DroppedStretches d;
+  d.freed_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
+  d.rebuilt_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
   for (int32_t k = 0; k < static_cast<int32_t>(schedule.tasks.size()); ++k) {
     for (int32_t t : schedule.allocs.Of(k)) {
-      if (freed_at[t] != kNotYet && rebuilt_at[t] == kNotYet) {
-        rebuilt_at[t] = task_start[k];
+      if (d.freed_at[t] != DroppedStretches::kNotYet &&
+          d.rebuilt_at[t] == DroppedStretches::kNotYet) {
+        d.rebuilt_at[t] = task_start[k];
       }
     }
     for (int32_t t : schedule.frees.Of(k)) {
-      if (freed_at[t] == kNotYet) freed_at[t] = task_end[k];
+      if (d.freed_at[t] == DroppedStretches::kNotYet) {
+        d.freed_at[t] = task_end[k];
+      }
     }
   }
-  const std::vector<MemorySample>& timeline = run.timeline;
-  if (timeline.empty()) return judged;
-  // Headroom under the budget, per stretch of the timeline.
+  return d;
+}
+
+// `plan` with each recomputed tensor kept, largest rebuild first, whose
+// bytes fit under the budget through the whole stretch the replayed plan
+// does without it; the headroom it takes is charged to that stretch.
+// Returns whether anything changed.
+bool KeepWhatFitsTheHeadroom(const PlanningContext& ctx,
+                             const std::vector<MemorySample>& timeline,
+                             const DroppedStretches& dropped, Plan& plan) {
   std::vector<int64_t> headroom(timeline.size());
   for (size_t i = 0; i < timeline.size(); ++i) {
     headroom[i] = ctx.budget_bytes - timeline[i].activation_bytes;
@@ -214,10 +227,9 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
     return static_cast<int32_t>(
         std::max<ptrdiff_t>(0, it - timeline.begin() - 1));
   };
-
   std::vector<const Candidate*> recomputed;
-  for (const Candidate& c : a.candidates) {
-    if (judged.plan.decisions[c.tensor].action == Action::kRecompute) {
+  for (const Candidate& c : ctx.analysis.candidates) {
+    if (plan.decisions[c.tensor].action == Action::kRecompute) {
       recomputed.push_back(&c);
     }
   }
@@ -225,21 +237,54 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
                    [](const Candidate* x, const Candidate* y) {
                      return x->recompute_ns > y->recompute_ns;
                    });
-  // Kept, the tensor stays for the stretch the plan does without it.
-  Plan plan = judged.plan;
   bool changed = false;
   for (const Candidate* c : recomputed) {
-    if (freed_at[c->tensor] == kNotYet || rebuilt_at[c->tensor] == kNotYet) {
+    const int64_t freed = dropped.freed_at[c->tensor];
+    const int64_t rebuilt = dropped.rebuilt_at[c->tensor];
+    // A tensor never rebuilt (no backward reader ran after it was dropped)
+    // has no stretch to keep it through.
+    if (freed == DroppedStretches::kNotYet ||
+        rebuilt == DroppedStretches::kNotYet) {
       continue;
     }
-    const int32_t lo = stretch_at(freed_at[c->tensor]);
-    const int32_t hi = stretch_at(rebuilt_at[c->tensor] - 1);
+    const int32_t lo = stretch_at(freed);
+    const int32_t hi = stretch_at(rebuilt - 1);
     if (room.Min(lo, hi) < c->bytes) continue;
     room.Add(lo, hi, -c->bytes);
     plan.decisions[c->tensor].action = Action::kKeep;
     changed = true;
   }
-  if (!changed) return judged;
+  return changed;
+}
+
+}  // namespace
+
+absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
+                                              Judged judged) {
+  if (!judged.result.feasible || judged.result.recomputed_tensors == 0) {
+    return judged;
+  }
+  // Replay the plan for its memory over time and when each task ran.
+  SimOptions opts;
+  opts.budget_bytes = ctx.budget_bytes;
+  opts.record_events = true;
+  opts.should_stop = ctx.should_stop;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      SimResult run, SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
+                                      judged.schedule, opts));
+  if (!run.feasible || run.timeline.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "replaying a feasible plan gave ",
+        run.feasible ? "an empty memory timeline"
+                     : "an infeasible result: " + run.infeasible_reason));
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      DroppedStretches dropped,
+      FindDroppedStretches(ctx.graph, judged.schedule, run));
+  Plan plan = judged.plan;
+  if (!KeepWhatFitsTheHeadroom(ctx, run.timeline, dropped, plan)) {
+    return judged;
+  }
   SLACKSWAP_ASSIGN_OR_RETURN(Judged pruned, JudgePlan(ctx, std::move(plan)));
   if (pruned.result.feasible && Better(pruned.result, judged.result)) {
     return pruned;

@@ -134,9 +134,9 @@ absl::StatusOr<const PolicyInfo*> FindPolicy(absl::string_view name) {
   for (const PolicyInfo& p : PolicyRegistry()) {
     if (p.name == name) return &p;
   }
-  return absl::NotFoundError(absl::StrCat("unknown policy ", QuoteInput(name),
-                                          " (", absl::StrJoin(PolicyNames(), ", "),
-                                          ")"));
+  return absl::NotFoundError(
+      absl::StrCat("unknown policy ", QuoteInput(name), " (",
+                   absl::StrJoin(PolicyNames(), ", "), ")"));
 }
 
 absl::StatusOr<Plan> MakePlan(absl::string_view name,

@@ -19,10 +19,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "planner/analysis.h"
 #include "model/graph.h"
 #include "model/hardware.h"
 #include "model/plan.h"
+#include "planner/analysis.h"
 #include "sim/simulator.h"
 
 namespace slackswap {

@@ -44,25 +44,46 @@ constexpr char kWhyRecompute[] =
 class SlackSwapPolicy : public Policy {
  public:
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged best, BestWithinTheSlack(ctx));
+    SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> repaired,
+                               RepairLateSwaps(ctx, best));
+    if (repaired.has_value() && Better(repaired->result, best.result)) {
+      best = *std::move(repaired);
+    }
+    const char* why_swap = kWhySwap;
+    if (!best.result.feasible) {
+      SLACKSWAP_ASSIGN_OR_RETURN(Judged beyond, SwapBeyondTheSlack(ctx, best));
+      if (Better(beyond.result, best.result)) {
+        best = std::move(beyond);
+        why_swap = kWhySwapBeyond;
+      }
+    }
+    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(ctx, "fits the budget", why_swap,
+                                               kWhyRecompute, best.plan));
+    return best.plan;
+  }
+
+ private:
+  // Two measures of a swap's worth, both judged by simulation:
+  //  - the seed's: rebuild time per byte (most expensive to rebuild first);
+  //  - the recompute it displaces per unit of link time: its own rebuild if
+  //    it would be rebuilt anyway, else the marginal rebuild its bytes spare,
+  //    over its copy time with latency. This one does not spend the link on
+  //    tiny tensors (norm statistics) whose copies are all latency and free
+  //    almost nothing.
+  static std::vector<std::vector<const Candidate*>> SwapOrders(
+      const PlanningContext& ctx) {
     const StepAnalysis& a = ctx.analysis;
     const int64_t to_free =
         std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
     const double marginal = MarginalRecomputeNsPerByte(a, to_free);
-
-    // Two measures of a swap's worth, both judged by simulation below:
-    //  - the seed's: rebuild time per byte (most expensive to rebuild first);
-    //  - the recompute it displaces per unit of link time: its own rebuild if
-    //    it would be rebuilt anyway, else the marginal rebuild its bytes
-    //    spare, over its copy time with latency. This one does not spend the
-    //    link on tiny tensors (norm statistics) whose copies are all latency
-    //    and free almost nothing.
     auto displaced_per_link_ns = [marginal](const Candidate& c) {
       const double spared =
           std::min(static_cast<double>(c.recompute_ns), marginal * c.bytes);
       return spared /
              static_cast<double>(std::max<int64_t>(1, c.d2h_ns + c.h2d_ns));
     };
-    const std::vector<std::vector<const Candidate*>> orders = {
+    return {
         OrderCandidates(a, CanSwap,
                         [](const Candidate& x, const Candidate& y) {
                           return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
@@ -75,15 +96,21 @@ class SlackSwapPolicy : public Policy {
                           return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
                         }),
     };
+  }
 
+  // The best simulated plan over both orders and several levels of fill of
+  // the slack (all of it, just the bytes the budget asks to free, and less:
+  // fewer transfers to compete with), each completed by recomputing the
+  // cheapest per byte.
+  static absl::StatusOr<Judged> BestWithinTheSlack(const PlanningContext& ctx) {
+    const int64_t to_free = std::max<int64_t>(
+        0, ctx.analysis.unconstrained_peak_bytes - ctx.budget_bytes);
     std::optional<Judged> best;
     // Levels often pick the same swaps (no swaps at all, in both orders);
     // each set is judged once.
     absl::flat_hash_set<std::vector<int32_t>> judged_swaps;
-    for (const std::vector<const Candidate*>& order : orders) {
+    for (const std::vector<const Candidate*>& order : SwapOrders(ctx)) {
       const std::vector<int32_t> admitted = AdmitToSlack(ctx, order);
-      // Levels of fill, judged by simulation: all the slack, just what the
-      // budget asks to free, and less (fewer transfers to compete with).
       std::vector<int64_t> limits = {to_free};
       int64_t total = 0;
       for (int32_t t : admitted) total += ctx.graph.tensors[t].bytes;
@@ -103,25 +130,9 @@ class SlackSwapPolicy : public Policy {
         }
       }
     }
-    SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> repaired,
-                               RepairLateSwaps(ctx, *best));
-    if (repaired.has_value() && Better(repaired->result, best->result)) {
-      best = *std::move(repaired);
-    }
-    const char* why_swap = kWhySwap;
-    if (!best->result.feasible) {
-      SLACKSWAP_ASSIGN_OR_RETURN(Judged beyond, SwapBeyondTheSlack(ctx, *best));
-      if (Better(beyond.result, best->result)) {
-        best = std::move(beyond);
-        why_swap = kWhySwapBeyond;
-      }
-    }
-    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(ctx, "fits the budget", why_swap,
-                                               kWhyRecompute, best->plan));
-    return best->plan;
+    return *std::move(best);
   }
 
- private:
   // The rebuild cost per byte of the last tensor checkpointing alone
   // (cheapest per byte first) would drop to free `to_free` bytes: what one
   // more freed byte is worth.

@@ -2,7 +2,11 @@
 // hand; every plan is judged by the simulator.
 #include "planner/policy.h"
 
+#include <fstream>
+#include <iterator>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -204,6 +208,38 @@ TEST(PolicyTest, UnknownPoliciesAreNamed) {
   absl::StatusOr<const PolicyInfo*> p = FindPolicy("magic");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("slackswap"));
+}
+
+std::string SourceFile(const std::string& path) {
+  std::ifstream in(std::string(SLACKSWAP_SOURCE_DIR) + "/" + path);
+  EXPECT_TRUE(in.good()) << path;
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+// The docs and the wire format's comments name exactly the registry's
+// policies.
+TEST(PolicyRegistryTest, IsWhatTheDocsAndTheProtoList) {
+  const std::string planners = SourceFile("docs/PLANNERS.md");
+  std::vector<std::string> table;  // the `name` column of the policy table
+  std::smatch m;
+  for (std::string::const_iterator it = planners.begin(); std::regex_search(
+           it, planners.end(), m, std::regex("\n\\| `([a-z_]+)` \\| "));
+       it = m[0].second) {
+    table.push_back(m[1]);
+  }
+  EXPECT_EQ(table, PolicyNames());
+  const std::string report = SourceFile("proto/slackswap/v1/report.proto");
+  for (const std::string& name : PolicyNames()) {
+    EXPECT_THAT(report, HasSubstr(name)) << "report.proto's policy comment";
+  }
+  int references = 0;
+  for (const PolicyInfo& p : PolicyRegistry()) {
+    references += p.unbudgeted_reference;
+    EXPECT_NE(std::string(p.summary), "");
+    EXPECT_NE(p.create, nullptr);
+  }
+  EXPECT_EQ(references, 1);
 }
 
 TEST(PolicyTest, IdealRunsWithNoLimit) {

@@ -14,11 +14,12 @@ build_dir="${FUZZ_BUILD_DIR:-build-fuzz}"
 seconds="${FUZZ_SECONDS:-60}"
 out="${FUZZ_OUT:-$build_dir/findings}"
 
-bash scripts/setup.sh
+bash scripts/setup.sh extras
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  # shellcheck disable=SC2086  # CMAKE_ARGS is a list of words on purpose
   CC=clang CXX=clang++ cmake -S . -B "$build_dir" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLACKSWAP_FUZZ=ON \
-    -DSLACKSWAP_SANITIZE=address,undefined
+    -DSLACKSWAP_SANITIZE=address,undefined ${CMAKE_ARGS:-}
 fi
 cmake --build "$build_dir" -j2 --target fuzz_files fuzz_requests
 

@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir="${BUILD_DIR:-build}"
 
-bash scripts/build.sh --target slackswap slackswapd >&2
+# The binaries only: a fresh machine installs just the build tier.
+SLACKSWAP_TIER=build bash scripts/build.sh --target slackswap slackswapd >&2
 
 log="$(mktemp)"
 "$build_dir/server/slackswapd" --host=127.0.0.1 --port=0 \

@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mode="${1:-address}"
 
-bash scripts/setup.sh
+bash scripts/setup.sh test
 case "$mode" in
   address)
     build_dir="${BUILD_DIR:-build-asan}"
@@ -41,8 +41,9 @@ case "$mode" in
 esac
 
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  # shellcheck disable=SC2086  # CMAKE_ARGS is a list of words on purpose
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSLACKSWAP_SANITIZE="$sanitizers"
+    -DSLACKSWAP_SANITIZE="$sanitizers" ${CMAKE_ARGS:-}
 fi
 cmake --build "$build_dir" -j2 --target "${targets[@]}"
 if [[ -n "$tests" ]]; then

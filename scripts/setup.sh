@@ -1,26 +1,59 @@
 #!/usr/bin/env bash
-# Installs what the build and tests need: the Debian 12 packages, and the
-# test tools that come from npm (pinned versions, cached under
+# Installs what the build, the tests or the extra jobs need, in three tiers,
+# each including the ones before it:
+#
+#   bash scripts/setup.sh build    # scripts/run.sh and the container image:
+#                                  #   compiler, CMake, gRPC, protobuf, Abseil,
+#                                  #   prometheus-cpp, COIN-OR CLP/CBC
+#   bash scripts/setup.sh test     # scripts/test.sh (the default): adds
+#                                  #   GoogleTest, Google Benchmark, Python
+#                                  #   gRPC, Prometheus, openssl, PyTorch,
+#                                  #   kubectl and two pinned npm tools
+#   bash scripts/setup.sh extras   # fuzzing (clang, libFuzzer), profiling
+#                                  #   (perf) and the fresh-machine check
+#                                  #   (debootstrap)
+#
+# Debian 12 packages come from apt-get; the npm tools are cached under
 #   ${SLACKSWAP_TOOLS_DIR:-${XDG_CACHE_HOME:-~/.cache}/slackswap-tools}/NAME-VERSION
-# where the tests look for them). Idempotent: quiet and fast when everything
+# where the tests look for them. Idempotent: quiet and fast when everything
 # is already there. The tests themselves never install anything.
-# SLACKSWAP_TEST_TOOLS=0 skips what only the tests use (kubectl, npm and the
-# npm tools): the Docker image's build stage sets it.
 set -euo pipefail
-test_tools="${SLACKSWAP_TEST_TOOLS:-1}"
+tier="${1:-test}"
 
-packages=(
-  build-essential cmake pkg-config
+build_packages=(
+  build-essential cmake pkg-config git
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev prometheus-cpp-dev
+)
+test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
-  # Tests: promtool (metrics checks), a Python gRPC client, TLS certificates.
+  # promtool and a Prometheus server (metrics checks), a Python gRPC client,
+  # TLS certificates.
   prometheus python3 python3-grpcio python3-protobuf python3-yaml openssl
   # tools/torch_export.py and its tests (Debian's system python3).
   python3-torch python3-torchvision
-  # Fuzzing (libFuzzer) and sanitizer builds.
-  clang libclang-rt-dev
 )
+extras_packages=(
+  # Fuzzing (libFuzzer) with sanitizers.
+  clang libclang-rt-dev
+  # Profiling slackswapd (docs/PERFORMANCE.md).
+  linux-perf
+  # The fresh-machine measurement of scripts/run.sh (docs/operations.md).
+  debootstrap
+)
+
+packages=("${build_packages[@]}")
+case "$tier" in
+  build) ;;
+  test) packages+=("${test_packages[@]}") ;;
+  extras) packages+=("${test_packages[@]}" "${extras_packages[@]}") ;;
+  *)
+    echo "usage: $0 [build|test|extras]" >&2
+    exit 2
+    ;;
+esac
+test_tools=0
+[[ $tier != build ]] && test_tools=1
 
 missing=()
 for p in "${packages[@]}"; do
@@ -32,13 +65,13 @@ done
 # from elsewhere): Debian's package only when the command is missing.
 # kubectl: tests/deploy's Kubernetes test (kubectl kustomize); npm: the npm
 # tools below.
-if [[ $test_tools != 0 ]]; then
+if [[ $test_tools == 1 ]]; then
   if ! command -v kubectl >/dev/null; then missing+=(kubernetes-client); fi
   if ! command -v npm >/dev/null; then missing+=(npm); fi
 fi
 
 if ((${#missing[@]} > 0)); then
-  echo "setup: installing ${missing[*]}"
+  echo "setup ($tier): installing ${missing[*]}"
   sudo_cmd=()
   if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
   export DEBIAN_FRONTEND=noninteractive

@@ -58,6 +58,14 @@ std::string CacheKey(const v1::PlanRequest& req) {
   return key;
 }
 
+v1::ServerInfoResponse ServerInfoFor(const PlanningCore& core,
+                                     const ServiceOptions& options) {
+  v1::ServerInfoResponse info = core.Info();
+  info.mutable_limits()->set_max_message_bytes(options.max_message_bytes);
+  info.mutable_limits()->set_max_request_seconds(options.max_request_s);
+  return info;
+}
+
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& s,
@@ -85,6 +93,7 @@ PlannerService::PlannerService(const ServiceOptions& options,
       log_(log),
       observer_(std::make_unique<MetricsObserver>(metrics)),
       core_(options.limits, observer_.get()),
+      info_(ServerInfoFor(core_, options)),
       cache_(options.cache_bytes),
       pool_(options.threads, options.max_queue) {}
 
@@ -241,13 +250,14 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PlannerService::Simulate(
     grpc::CallbackServerContext* ctx, const v1::SimulateRequest* req,
     v1::SimulateResponse* resp) {
-  return RunUnary(
-      "Simulate", ctx, [this, req, resp](const StopFn& stop, std::string*) {
-        absl::StatusOr<v1::SimulateResponse> out = core_.SimulateStep(*req, stop);
-        if (!out.ok()) return out.status();
-        *resp = *std::move(out);
-        return absl::OkStatus();
-      });
+  return RunUnary("Simulate", ctx,
+                  [this, req, resp](const StopFn& stop, std::string*) {
+                    absl::StatusOr<v1::SimulateResponse> out =
+                        core_.SimulateStep(*req, stop);
+                    if (!out.ok()) return out.status();
+                    *resp = *std::move(out);
+                    return absl::OkStatus();
+                  });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ListHardwareProfiles(
@@ -281,6 +291,22 @@ grpc::ServerUnaryReactor* PlannerService::GetWorkload(
         if (!out.ok()) return out.status();
         *resp = *std::move(out);
         return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* PlannerService::ServerInfo(
+    grpc::CallbackServerContext* ctx, const v1::ServerInfoRequest*,
+    v1::ServerInfoResponse* resp) {
+  // Fixed at start-up: answered on the gRPC thread.
+  return RunUnary(
+      "ServerInfo", ctx,
+      [this, resp](const StopFn&, std::string*) {
+        *resp = info_;
+        return absl::OkStatus();
+      },
+      [this, resp](std::string*) {
+        *resp = info_;
+        return true;
       });
 }
 

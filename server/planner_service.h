@@ -39,6 +39,8 @@ struct ServiceOptions {
   std::string auth_token;
   // Longest a call may plan, whatever its deadline; 0: no limit.
   double max_request_s = 120;
+  // The largest request or response gRPC accepts (reported by ServerInfo).
+  int64_t max_message_bytes = 64 << 20;
   CoreLimits limits;
 };
 
@@ -67,6 +69,9 @@ class PlannerService final : public v1::Planner::CallbackService {
   grpc::ServerUnaryReactor* GetWorkload(grpc::CallbackServerContext* ctx,
                                         const v1::GetWorkloadRequest* req,
                                         v1::GetWorkloadResponse* resp) override;
+  grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* ctx,
+                                       const v1::ServerInfoRequest* req,
+                                       v1::ServerInfoResponse* resp) override;
 
   // Drains the worker pool. REQUIRES: the gRPC server is shut down.
   void Shutdown();
@@ -100,6 +105,7 @@ class PlannerService final : public v1::Planner::CallbackService {
   RequestLog* const log_;
   const std::unique_ptr<CoreObserver> observer_;
   const PlanningCore core_;
+  const v1::ServerInfoResponse info_;
   // Thread-safe by themselves.
   PlanCache cache_;
   WorkQueue pool_;

@@ -20,9 +20,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/version.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -68,11 +70,6 @@ ABSL_FLAG(std::string, auth_token_file, "",
 
 namespace slackswap {
 namespace {
-
-constexpr char kVersion[] = "0.1.0";
-#ifndef SLACKSWAP_COMMIT
-#define SLACKSWAP_COMMIT "unknown"
-#endif
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   const std::string cert = absl::GetFlag(FLAGS_tls_cert);
@@ -137,6 +134,8 @@ int Run() {
   options.limits.max_graph_ops = absl::GetFlag(FLAGS_max_graph_ops);
   options.limits.max_graph_tensors = absl::GetFlag(FLAGS_max_graph_tensors);
   options.max_request_s = absl::GetFlag(FLAGS_max_request_s);
+  options.max_message_bytes =
+      static_cast<int64_t>(absl::GetFlag(FLAGS_max_message_mb)) << 20;
   if (options.max_queue < 1 || options.cache_bytes < 0 ||
       absl::GetFlag(FLAGS_max_message_mb) < 1 || options.max_request_s < 0) {
     return Fail(log, absl::InvalidArgumentError(
@@ -157,7 +156,7 @@ int Run() {
       Credentials();
   if (!credentials.ok()) return Fail(log, credentials.status());
 
-  ServiceMetrics metrics(kVersion, SLACKSWAP_COMMIT);
+  ServiceMetrics metrics(Version(), Commit());
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
     absl::Status s = metrics.StartExposer(
         absl::StrCat(absl::GetFlag(FLAGS_metrics_host), ":",
@@ -208,7 +207,8 @@ int Run() {
              {"max_queue", std::to_string(options.max_queue)},
              {"cache_mb", std::to_string(options.cache_bytes >> 20)},
              {"tls", absl::GetFlag(FLAGS_tls_cert).empty() ? "off" : "on"},
-             {"version", kVersion}});
+             {"version", Version()},
+             {"commit", Commit()}});
 
   int signal = 0;
   sigwait(&signals, &signal);
@@ -230,6 +230,9 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "the SlackSwap planning service: slackswapd --port=P --metrics_port=M");
+  absl::FlagsUsageConfig usage;
+  usage.version_string = [] { return slackswap::VersionLine("slackswapd"); };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   return slackswap::Run();
 }

@@ -9,11 +9,19 @@
 
 namespace slackswap::testing {
 
+std::string ReferencePath() {
+  const char* env = std::getenv("SLACKSWAP_REFERENCE_JSON");
+  return env != nullptr && *env != '\0' ? env : SLACKSWAP_REFERENCE_JSON;
+}
+
+bool HaveReference() { return std::ifstream(ReferencePath()).good(); }
+
 const google::protobuf::Struct& Reference() {
   static const google::protobuf::Struct* ref = [] {
-    std::ifstream in(SLACKSWAP_REFERENCE_JSON);
+    const std::string path = ReferencePath();
+    std::ifstream in(path);
     if (!in) {
-      std::fprintf(stderr, "cannot read %s\n", SLACKSWAP_REFERENCE_JSON);
+      std::fprintf(stderr, "cannot read %s\n", path.c_str());
       std::abort();
     }
     std::stringstream text;
@@ -21,7 +29,7 @@ const google::protobuf::Struct& Reference() {
     auto* s = new google::protobuf::Struct;
     auto status = google::protobuf::util::JsonStringToMessage(text.str(), s);
     if (!status.ok()) {
-      std::fprintf(stderr, "cannot parse %s: %s\n", SLACKSWAP_REFERENCE_JSON,
+      std::fprintf(stderr, "cannot parse %s: %s\n", path.c_str(),
                    status.ToString().c_str());
       std::abort();
     }

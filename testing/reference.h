@@ -1,8 +1,13 @@
 // Test-only access to ../shared/reference/reference.json, parsed into a
-// google.protobuf.Struct (the product never reads this file).
+// google.protobuf.Struct (the product never reads this file). The file sits
+// beside the checkout, not in it: tests that need it skip, saying so, when it
+// is absent.
 //
-//   const google::protobuf::Struct& ref = Reference();
-//   double x = Number(ref, {"models", "gpt2-xl", "config", "L"});
+//   TEST(Foo, MatchesTheReference) {
+//     SLACKSWAP_SKIP_WITHOUT_REFERENCE();
+//     const google::protobuf::Struct& ref = Reference();
+//     double x = Number(ref, {"models", "gpt2-xl", "config", "L"});
+//   }
 #ifndef SLACKSWAP_TESTING_REFERENCE_H_
 #define SLACKSWAP_TESTING_REFERENCE_H_
 
@@ -10,10 +15,18 @@
 #include <string>
 
 #include "google/protobuf/struct.pb.h"
+#include "gtest/gtest.h"
 
 namespace slackswap::testing {
 
-// The parsed reference; aborts the test binary if the file is unreadable.
+// Where the reference is read from: $SLACKSWAP_REFERENCE_JSON when set, else
+// the path CMake was given (-DSLACKSWAP_REFERENCE_JSON).
+std::string ReferencePath();
+// Whether that file exists.
+bool HaveReference();
+
+// The parsed reference; aborts the test binary if the file is unreadable
+// (a test that reads it starts with SLACKSWAP_SKIP_WITHOUT_REFERENCE).
 const google::protobuf::Struct& Reference();
 
 // Walks object keys; aborts with the path if a key is missing.
@@ -23,5 +36,13 @@ double Number(const google::protobuf::Struct& s,
               std::initializer_list<std::string> path);
 
 }  // namespace slackswap::testing
+
+// Skips the calling test (or fixture SetUp) when the reference is absent.
+#define SLACKSWAP_SKIP_WITHOUT_REFERENCE()                        \
+  if (!::slackswap::testing::HaveReference())                     \
+  GTEST_SKIP() << "reference data absent: "                       \
+               << ::slackswap::testing::ReferencePath()           \
+               << " (shared/reference/ beside the checkout; set " \
+                  "-DSLACKSWAP_REFERENCE_JSON or $SLACKSWAP_REFERENCE_JSON)"
 
 #endif  // SLACKSWAP_TESTING_REFERENCE_H_

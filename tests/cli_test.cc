@@ -23,12 +23,17 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "io/proto_file.h"
+#include "model/hardware.h"
+#include "model/workloads.h"
+#include "planner/policy.h"
 #include "slackswap/v1/graph.pb.h"
+#include "slackswap/v1/planner_service.pb.h"
 #include "slackswap/v1/simulation.pb.h"
 #include "testing/reference.h"
 
@@ -43,6 +48,7 @@ using ::slackswap::testing::At;
 using ::slackswap::testing::Number;
 using ::slackswap::testing::Reference;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr char kHardware[] = "a100-80gb-pcie4";
@@ -109,13 +115,13 @@ std::ostream& operator<<(std::ostream& os, const Outcome& o) {
 }
 
 // Runs `slackswap args...` with stdout and stderr captured separately.
-Outcome Slackswap(const std::vector<std::string>& args) {
+Outcome RunBinary(const char* binary, const std::vector<std::string>& args) {
   static int runs = 0;
   const std::string out_path = TempPath(absl::StrCat("run", runs, ".stdout"));
   const std::string err_path = TempPath(absl::StrCat("run", runs, ".stderr"));
   ++runs;
 
-  std::vector<std::string> argv_storage = {SLACKSWAP_BIN};
+  std::vector<std::string> argv_storage = {binary};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_storage) argv.push_back(a.data());
@@ -132,7 +138,7 @@ Outcome Slackswap(const std::vector<std::string>& args) {
   pid_t pid = 0;
   Outcome o;
   const int rc =
-      posix_spawn(&pid, SLACKSWAP_BIN, &actions, nullptr, argv.data(), environ);
+      posix_spawn(&pid, binary, &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     o.err = absl::StrCat("posix_spawn failed: ", rc);
@@ -154,6 +160,10 @@ Outcome Slackswap(const std::vector<std::string>& args) {
   o.out = ReadAll(out_path);
   o.err = ReadAll(err_path);
   return o;
+}
+
+Outcome Slackswap(const std::vector<std::string>& args) {
+  return RunBinary(SLACKSWAP_BIN, args);
 }
 
 v1::SimulationResult ParseResult(const std::string& json) {
@@ -214,6 +224,7 @@ double ReferenceIdealStepNs(const std::string& model) {
 class ReferenceWorkloadTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReferenceWorkloadTest, NoBudgetRunsAtIdealSpeedWithReferenceFigures) {
+  SLACKSWAP_SKIP_WITHOUT_REFERENCE();
   const std::string model = GetParam();
   ASSERT_EQ(
       At(Reference(), {"models", model, "reference_attention"}).string_value(),
@@ -382,12 +393,91 @@ TEST(BadInputTest, UnknownFileExtension) {
                      "INVALID_ARGUMENT", path);
 }
 
-TEST(HelpTest, ListsTheCommands) {
+TEST(HelpTest, ListsTheCommandsAndTheRegistries) {
   Outcome o = Slackswap({"--help"});
   EXPECT_EQ(o.code, 0) << o;
-  EXPECT_THAT(o.out, HasSubstr("simulate"));
-  EXPECT_THAT(o.out, HasSubstr("workload"));
+  for (const char* command :
+       {"simulate", "plan", "sweep", "table", "workload", "list", "health"}) {
+    EXPECT_THAT(o.out, HasSubstr(absl::StrCat("\n  ", command, " "))) << o;
+  }
+  for (const std::string& name : PolicyNames()) {
+    EXPECT_THAT(o.out, HasSubstr(name));
+  }
+  for (const std::string& name : WorkloadNames()) {
+    EXPECT_THAT(o.out, HasSubstr(name));
+  }
+  for (const std::string& name : HardwareNames()) {
+    EXPECT_THAT(o.out, HasSubstr(name));
+  }
   EXPECT_EQ(o.err, "");
+}
+
+TEST(HelpTest, EachCommandHasItsOwnHelpWithDefaultsAndAnExample) {
+  Outcome flag = Slackswap({"plan", "--help"});
+  EXPECT_EQ(flag.code, 0) << flag;
+  EXPECT_THAT(flag.out, StartsWith("usage: slackswap plan "));
+  EXPECT_THAT(flag.out, HasSubstr("--budget B"));
+  EXPECT_THAT(flag.out, HasSubstr("(default: a100-80gb-pcie4)"));
+  EXPECT_THAT(flag.out, HasSubstr("(default: all)"));
+  EXPECT_THAT(flag.out, HasSubstr("examples:\n  slackswap plan "));
+  EXPECT_THAT(flag.out, Not(HasSubstr("--budgets FROM:TO:STEP")));
+  Outcome verb = Slackswap({"help", "plan"});
+  EXPECT_EQ(verb.code, 0) << verb;
+  EXPECT_EQ(verb.out, flag.out);
+  Outcome sweep = Slackswap({"sweep", "-h"});
+  EXPECT_THAT(sweep.out, HasSubstr("(default: 0.1:1.0:0.05)"));
+  ExpectOneLineError(Slackswap({"help", "frobnicate"}), "INVALID_ARGUMENT",
+                     "help takes one command name");
+  // A wrong flag points at the command's help.
+  ExpectOneLineError(Slackswap({"plan", "--bugdet", "0.5"}), "INVALID_ARGUMENT",
+                     "see slackswap plan --help");
+}
+
+TEST(HelpTest, BothBinariesPrintTheSameVersionAndCommit) {
+  Outcome cli = Slackswap({"--version"});
+  Outcome server = RunBinary(SLACKSWAPD_BIN, {"--version"});
+  EXPECT_EQ(cli.code, 0) << cli;
+  EXPECT_EQ(server.code, 0) << server;
+  EXPECT_EQ(cli.out, VersionLine("slackswap"));
+  EXPECT_EQ(server.out, VersionLine("slackswapd"));
+  EXPECT_THAT(cli.out, HasSubstr(absl::StrCat(" ", Version(), " (commit ",
+                                              Commit(), ")")));
+}
+
+TEST(ListTest, ListsEveryPolicyHardwareProfileAndWorkload) {
+  Outcome policies = Slackswap({"list", "policies"});
+  ASSERT_EQ(policies.code, 0) << policies;
+  for (const PolicyInfo& p : PolicyRegistry()) {
+    EXPECT_THAT(policies.out, HasSubstr(absl::StrCat(p.name, " ")));
+    EXPECT_THAT(policies.out, HasSubstr(p.summary));
+  }
+  Outcome hardware = Slackswap({"list", "hardware"});
+  ASSERT_EQ(hardware.code, 0) << hardware;
+  for (const std::string& name : HardwareNames()) {
+    EXPECT_THAT(hardware.out, HasSubstr(name));
+  }
+  Outcome workloads = Slackswap({"list", "workloads", "--json"});
+  ASSERT_EQ(workloads.code, 0) << workloads;
+  v1::ListWorkloadsResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(workloads.out, &parsed).ok())
+      << workloads;
+  ASSERT_EQ(parsed.workloads_size(), static_cast<int>(WorkloadNames().size()));
+  for (int i = 0; i < parsed.workloads_size(); ++i) {
+    EXPECT_EQ(parsed.workloads(i).name(), WorkloadNames()[i]);
+    EXPECT_GT(parsed.workloads(i).saved_activation_bytes(), 0);
+  }
+  ExpectOneLineError(Slackswap({"list", "gpus"}), "INVALID_ARGUMENT",
+                     "give policies, hardware or workloads");
+  ExpectOneLineError(Slackswap({"list"}), "INVALID_ARGUMENT",
+                     "list needs what to list");
+}
+
+TEST(BadInputTest, ABareBudgetAboveTenAsksForAUnit) {
+  ExpectOneLineError(Slackswap({"plan", "--workload", "gpt2-xl", "--layers",
+                                "1", "--budget", "20"}),
+                     "INVALID_ARGUMENT",
+                     "for bytes give a unit (20GB or 20GiB)");
 }
 
 // --- Graph files round-trip -------------------------------------------------

@@ -9,11 +9,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -21,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+#include "common/version.h"
 #include "core/planning_core.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
@@ -34,6 +37,9 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "io/proto_file.h"
+#include "model/hardware.h"
+#include "model/workloads.h"
+#include "planner/policy.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 #include "tests/service_test_util.h"
 #include "tests/slackswapd_process.h"
@@ -367,6 +373,44 @@ TEST(ServerCatalogTest, ListsProfilesAndWorkloadsAndGetsAGraph) {
   EXPECT_EQ(Deterministic(graph), Deterministic(*mine));
 }
 
+TEST(ServerCatalogTest, ServerInfoNamesTheBuildTheRegistryAndTheLimits) {
+  SlackswapdProcess server({"--threads=1", "--max_message_mb=8",
+                            "--max_request_s=30", "--max_graph_ops=5000"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  v1::ServerInfoResponse info;
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  const grpc::Status s = stub->ServerInfo(&ctx, v1::ServerInfoRequest(), &info);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(info.version(), Version());
+  EXPECT_EQ(info.commit(), Commit());
+  ASSERT_EQ(info.policies_size(), static_cast<int>(PolicyRegistry().size()));
+  for (int i = 0; i < info.policies_size(); ++i) {
+    EXPECT_EQ(info.policies(i).name(), PolicyRegistry()[i].name);
+    EXPECT_EQ(info.policies(i).unbudgeted_reference(),
+              PolicyRegistry()[i].unbudgeted_reference);
+  }
+  EXPECT_THAT(info.workloads(), ::testing::ElementsAreArray(WorkloadNames()));
+  EXPECT_THAT(info.hardware_profiles(),
+              ::testing::ElementsAreArray(HardwareNames()));
+  EXPECT_EQ(info.limits().max_message_bytes(), 8 << 20);
+  EXPECT_EQ(info.limits().max_request_seconds(), 30);
+  EXPECT_EQ(info.limits().max_graph_ops(), 5000);
+  EXPECT_EQ(info.limits().max_workload_layers(),
+            CoreLimits{}.max_workload_layers);
+
+  // The CLI lists the same through it.
+  const std::string target = server.target();
+  for (const char* what : {"policies", "hardware", "workloads"}) {
+    CommandResult remote =
+        RunCommand({SLACKSWAP_BIN, "list", what, "--json", "--server", target});
+    CommandResult local = RunCommand({SLACKSWAP_BIN, "list", what, "--json"});
+    EXPECT_EQ(remote.exit_status, 0) << remote.output;
+    EXPECT_EQ(remote.output, local.output) << what;
+  }
+}
+
 // --- sweep ------------------------------------------------------------------
 
 TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
@@ -438,10 +482,11 @@ TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
   // Same messages as the local core, in the same order.
   const PlanningCore local(CoreLimits{});
   std::vector<v1::SweepResponse> mine;
-  const absl::Status ls = local.SweepBudgets(req, {}, [&](const v1::SweepResponse& m) {
-    mine.push_back(m);
-    return true;
-  });
+  const absl::Status ls =
+      local.SweepBudgets(req, {}, [&](const v1::SweepResponse& m) {
+        mine.push_back(m);
+        return true;
+      });
   ASSERT_TRUE(ls.ok()) << ls;
   ASSERT_EQ(mine.size(), got.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -975,7 +1020,10 @@ TEST(ServerMetricsTest, ScrapePassesPromtoolAndCountsRequests) {
     if (sample.name == "slackswap_build_info") {
       build_info = true;
       EXPECT_EQ(sample.value, 1);
-      EXPECT_EQ(sample.labels.count("version"), 1u);
+      EXPECT_THAT(sample.labels, ::testing::Contains(::testing::Pair(
+                                     "version", std::string(Version()))));
+      EXPECT_THAT(sample.labels, ::testing::Contains(::testing::Pair(
+                                     "commit", std::string(Commit()))));
     }
   }
   EXPECT_TRUE(build_info) << scrape;
@@ -1134,7 +1182,20 @@ TEST(ServerReflectionTest, ListsServicesAndServesThePlannerSchema) {
   const google::protobuf::ServiceDescriptor* planner =
       pool.FindServiceByName(kPlanner);
   ASSERT_NE(planner, nullptr) << ::testing::PrintToString(names);
-  EXPECT_EQ(planner->method_count(), 6);
+  // Every rpc the .proto declares.
+  std::ifstream proto(std::string(SLACKSWAP_SOURCE_DIR) +
+                      "/proto/slackswap/v1/planner_service.proto");
+  const std::string text((std::istreambuf_iterator<char>(proto)),
+                         std::istreambuf_iterator<char>());
+  const std::regex rpc(R"(\n\s*rpc\s+(\w+)\s*\()");
+  int declared = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), rpc), end; it != end;
+       ++it) {
+    ++declared;
+    EXPECT_NE(planner->FindMethodByName((*it)[1].str()), nullptr) << (*it)[1];
+  }
+  EXPECT_GE(declared, 7);
+  EXPECT_EQ(planner->method_count(), declared);
   const google::protobuf::MethodDescriptor* sweep =
       planner->FindMethodByName("Sweep");
   ASSERT_NE(sweep, nullptr);

@@ -5,7 +5,9 @@
 - it has the sections the issue asks for (running locally, in a container,
   on Kubernetes, flags, metrics, capacity, scaling out, alerts);
 - every repository path it names in backticks (deploy/..., scripts/...,
-  tests/deploy/..., Dockerfile) exists.
+  tests/deploy/..., Dockerfile) exists;
+- every version it, the Dockerfile's label and the Kubernetes image tag
+  give is the VERSION file's, the one slackswapd --version prints.
 
 The metrics reference is checked against a real scrape by
 metrics_names_test.py.
@@ -66,6 +68,28 @@ def main():
     du.check(not absent, f"docs/operations.md names paths that do not "
              f"exist: {absent}")
     print(f"ok: {len(paths)} repository paths named, all exist")
+
+    with open(os.path.join(du.REPO, "VERSION"), encoding="utf-8") as f:
+        version = f.read().strip()
+    out = du.run_cli(args.slackswapd, ["--version"]).stdout
+    du.check(out.startswith(f"slackswapd {version} (commit "),
+             f"slackswapd --version says {out!r}, VERSION says {version}")
+    named = {"docs/operations.md": re.findall(r"slackswapd:([0-9.]+)", text)}
+    with open(os.path.join(du.REPO, "Dockerfile"), encoding="utf-8") as f:
+        docker = f.read()
+    named["Dockerfile"] = (
+        re.findall(r'image\.version="([^"]+)"', docker) +
+        re.findall(r"slackswapd:([0-9.]+)", docker))
+    with open(os.path.join(du.REPO, "deploy", "kubernetes",
+                           "kustomization.yaml"), encoding="utf-8") as f:
+        named["kustomization.yaml"] = re.findall(r'newTag:\s*"([^"]+)"',
+                                                 f.read())
+    for where, versions in named.items():
+        du.check(versions, f"{where} names no version")
+        stale = sorted(set(v for v in versions if v != version))
+        du.check(not stale, f"{where} names version(s) {stale}, VERSION "
+                 f"says {version}")
+    print(f"ok: every version named is {version}")
     print("PASS")
 
 

@@ -97,8 +97,7 @@ class BufCurlTest(unittest.TestCase):
             sorted(m for m in methods
                    if m.startswith("slackswap.v1.Planner/")),
             sorted(f"slackswap.v1.Planner/{m}" for m in
-                   ("Plan", "Sweep", "Simulate", "ListHardwareProfiles",
-                    "ListWorkloads", "GetWorkload")))
+                   fixture.planner_methods(OPTIONS.proto_root)))
 
     def test_call_through_reflection(self):
         out = self.buf_curl("-d", "{}",

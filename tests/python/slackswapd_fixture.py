@@ -13,6 +13,7 @@ Runs under Debian's /usr/bin/python3 (python3-grpcio, python3-protobuf).
 import argparse
 import json
 import os
+import re
 import queue
 import signal
 import subprocess
@@ -49,6 +50,15 @@ def parse_args(argv):
                      f"(build it first, e.g. cmake --build BUILD --target "
                      f"{name})")
     return options, [argv[0]] + rest
+
+
+def planner_methods(proto_root):
+    """The rpc names of slackswap.v1.Planner, read from the .proto itself:
+    what reflection must serve."""
+    path = os.path.join(proto_root, "slackswap", "v1",
+                        "planner_service.proto")
+    with open(path) as f:
+        return set(re.findall(r"^\s*rpc\s+(\w+)\s*\(", f.read(), re.M))
 
 
 def _run_protoc(protoc, include, files, out_dir):
