@@ -10,7 +10,7 @@
 // first needed (a recompute chain's task may need one before its first
 // backward use).
 //
-// Recompute semantics (DESIGN.md section 4): a dropped tensor is rebuilt by
+// Recompute semantics (docs/SIMULATOR.md): a dropped tensor is rebuilt by
 // re-running its producer, or its Rebuild recipe, after making each input
 // resident: kept and live tensors are used as they are, swapped ones are
 // waited for, dropped ones are rebuilt recursively (a chain). Re-running an

@@ -1,6 +1,6 @@
 // The discrete-event simulator: executes (graph, plan, hardware) on three
 // streams (compute, D2H copy, H2D copy) with the exact semantics of
-// DESIGN.md section 4, and reports step time, memory and stalls.
+// docs/SIMULATOR.md, and reports step time, memory and stalls.
 //
 //   SimOptions opts;
 //   opts.budget_bytes = 20'000'000'000;
