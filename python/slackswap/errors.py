@@ -1,0 +1,31 @@
+"""Errors and warnings of the exporter, importable without torch."""
+
+
+class ExportError(Exception):
+    """An export that cannot be done: the message is one line naming the
+    model part (a module path, `loss`, or a backward node) and what failed
+    or is unsupported there."""
+
+    def __init__(self, part, what):
+        self.part = part
+        self.what = what
+        super().__init__("%s: %s" % (part, what) if part else what)
+
+
+class ExportWarning(UserWarning):
+    """The graph was written, but part of the step could not be measured
+    exactly (e.g. state on a custom Function's ctx of unknown size)."""
+
+
+def first_line(text):
+    """The first non-blank line of text, stripped."""
+    lines = [s.strip() for s in str(text).splitlines() if s.strip()]
+    return lines[0] if lines else ""
+
+
+def one_line(exc):
+    """`Type: first line of the message`, for an exception from torch or
+    the model, whose messages may span many lines."""
+    text = first_line(exc)
+    name = type(exc).__name__
+    return "%s: %s" % (name, text) if text else name
