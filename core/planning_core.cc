@@ -170,7 +170,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
 
-  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, step.hw));
+  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, step.hw, stop));
   PlanningContext ctx{g, step.hw, analysis, budget, stop};
   const PolicyRunner runner{ctx, observer_};
   SimOptions report;
@@ -353,7 +353,7 @@ absl::Status PlanningCore::SweepBudgets(
   const Graph& g = spec.step.graph;
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
-                             AnalyzeStep(g, spec.step.hw));
+                             AnalyzeStep(g, spec.step.hw, stop));
   PlanningContext ctx{g, spec.step.hw, analysis,
                       std::max<int64_t>(1, g.index.saved_bytes), stop};
   const PolicyRunner runner{ctx, observer_};

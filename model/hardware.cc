@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/format.h"
+#include "common/saturating.h"
 
 namespace slackswap {
 namespace {
@@ -191,33 +192,13 @@ Hardware Gh200C2c() {
 
 std::string Label(const Hardware& hw) {
   return hw.name.empty() ? std::string("hardware <unnamed>")
-                         : absl::StrCat("hardware ", hw.name);
+                         : absl::StrCat("hardware ", QuoteInput(hw.name));
 }
 
 absl::Status FieldError(const Hardware& hw, absl::string_view field,
                         absl::string_view requirement, double got) {
   return absl::InvalidArgumentError(absl::StrCat(
       Label(hw), ": ", field, " must be ", requirement, ", got ", got));
-}
-
-absl::Status CheckPositive(const Hardware& hw, absl::string_view field,
-                           double v) {
-  if (!std::isfinite(v) || v <= 0) return FieldError(hw, field, "> 0", v);
-  return absl::OkStatus();
-}
-
-absl::Status CheckNonNegative(const Hardware& hw, absl::string_view field,
-                              double v) {
-  if (!std::isfinite(v) || v < 0) return FieldError(hw, field, ">= 0", v);
-  return absl::OkStatus();
-}
-
-absl::Status CheckEfficiency(const Hardware& hw, absl::string_view field,
-                             double v) {
-  if (!std::isfinite(v) || v <= 0 || v > 1) {
-    return FieldError(hw, field, "in (0, 1]", v);
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -227,71 +208,74 @@ double Hardware::Rate(Direction dir, bool both_busy) const {
   return both_busy ? bidir_d2h_gbps : d2h_gbps;
 }
 
+int64_t CopyNs(double bytes, double bytes_per_ns) {
+  if (bytes <= 0) return 0;
+  return SaturatingCeil(bytes / bytes_per_ns * (1.0 - 1e-12));
+}
+
 int64_t Hardware::TransferNs(int64_t bytes, Direction dir,
                              bool both_busy) const {
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  if (bytes <= 0) return transfer_latency_ns;
-  const double rate = Rate(dir, both_busy);
-  // Round up, ignoring floating-point noise far below a nanosecond.
-  const double ns =
-      std::ceil(static_cast<double>(bytes) / rate * (1.0 - 1e-12));
-  // Saturate instead of overflowing (a zero or tiny rate on an unvalidated
-  // profile, or an absurd size).
-  if (!(ns < static_cast<double>(kMax - transfer_latency_ns))) return kMax;
-  return transfer_latency_ns + static_cast<int64_t>(ns);
+  return SaturatingAdd(transfer_latency_ns, CopyNs(static_cast<double>(bytes),
+                                                   Rate(dir, both_busy)));
 }
 
 absl::Status ValidateHardware(const Hardware& hw) {
-  struct Field {
+  // Physical ranges, wide enough for any GPU and host link of today or
+  // tomorrow, narrow enough that every derived time and size stays far
+  // inside int64 (a rate of 1e-300 GB/s would make copies last forever).
+  struct Range {
     absl::string_view name;
     double value;
+    double lo;
+    double hi;
+    absl::string_view unit;
   };
-  for (const Field& f :
-       {Field{"memory_gb", hw.memory_gb},
-        Field{"peak_tflops_bf16", hw.peak_tflops_bf16},
-        Field{"hbm_gbps", hw.hbm_gbps}, Field{"h2d_gbps", hw.h2d_gbps},
-        Field{"d2h_gbps", hw.d2h_gbps},
-        Field{"bidir_h2d_gbps", hw.bidir_h2d_gbps},
-        Field{"bidir_d2h_gbps", hw.bidir_d2h_gbps}}) {
-    if (absl::Status s = CheckPositive(hw, f.name, f.value); !s.ok()) return s;
-  }
-  // Informational figures: may be unknown (0) but not negative or NaN.
-  for (const Field& f : {Field{"peak_tflops_tf32", hw.peak_tflops_tf32},
-                         Field{"peak_tflops_fp32", hw.peak_tflops_fp32},
-                         Field{"link_theoretical_gbps_per_dir",
-                               hw.link_theoretical_gbps_per_dir}}) {
-    if (absl::Status s = CheckNonNegative(hw, f.name, f.value); !s.ok()) {
-      return s;
+  constexpr double kMinLinkGbps = 0.001;  // 1 MB/s
+  constexpr double kMaxLinkGbps = 1e5;
+  for (const Range& r : {
+           Range{"memory_gb", hw.memory_gb, 0.001, 1e6, "GB"},
+           Range{"peak_tflops_bf16", hw.peak_tflops_bf16, 1e-3, 1e6, "TFLOP/s"},
+           Range{"peak_tflops_tf32", hw.peak_tflops_tf32, 0, 1e6, "TFLOP/s"},
+           Range{"peak_tflops_fp32", hw.peak_tflops_fp32, 0, 1e6, "TFLOP/s"},
+           Range{"hbm_gbps", hw.hbm_gbps, 0.1, 1e6, "GB/s"},
+           Range{"h2d_gbps", hw.h2d_gbps, kMinLinkGbps, kMaxLinkGbps, "GB/s"},
+           Range{"d2h_gbps", hw.d2h_gbps, kMinLinkGbps, kMaxLinkGbps, "GB/s"},
+           Range{"bidir_h2d_gbps", hw.bidir_h2d_gbps, kMinLinkGbps,
+                 kMaxLinkGbps, "GB/s"},
+           Range{"bidir_d2h_gbps", hw.bidir_d2h_gbps, kMinLinkGbps,
+                 kMaxLinkGbps, "GB/s"},
+           Range{"link_theoretical_gbps_per_dir",
+                 hw.link_theoretical_gbps_per_dir, 0, kMaxLinkGbps, "GB/s"},
+           Range{"transfer_latency_ns",
+                 static_cast<double>(hw.transfer_latency_ns), 0, 1e9, "ns"},
+           Range{"kernel_launch_ns", static_cast<double>(hw.kernel_launch_ns),
+                 0, 1e9, "ns"},
+           Range{"pinned_host_memory_bytes",
+                 static_cast<double>(hw.pinned_host_memory_bytes), 0, 1e15,
+                 "bytes"},
+           Range{"copy_engines", static_cast<double>(hw.copy_engines), 1, 64,
+                 ""},
+       }) {
+    if (!(r.value >= r.lo && r.value <= r.hi)) {  // NaN fails too
+      return FieldError(hw, r.name,
+                        absl::StrCat("in [", r.lo, ", ", r.hi, "]",
+                                     r.unit.empty() ? "" : " ", r.unit),
+                        r.value);
     }
   }
-  for (const Field& f :
-       {Field{"hbm_efficiency", hw.hbm_efficiency},
-        Field{"matmul_efficiency", hw.matmul_efficiency},
-        Field{"attn_efficiency_fwd", hw.attn_efficiency_fwd},
-        Field{"attn_efficiency_bwd", hw.attn_efficiency_bwd}}) {
-    if (absl::Status s = CheckEfficiency(hw, f.name, f.value); !s.ok()) {
-      return s;
+  for (const Range& r :
+       {Range{"hbm_efficiency", hw.hbm_efficiency},
+        Range{"matmul_efficiency", hw.matmul_efficiency},
+        Range{"attn_efficiency_fwd", hw.attn_efficiency_fwd},
+        Range{"attn_efficiency_bwd", hw.attn_efficiency_bwd}}) {
+    if (!(r.value > 0 && r.value <= 1)) {
+      return FieldError(hw, r.name, "in (0, 1]", r.value);
     }
   }
   if (hw.duplex != Duplex::kFull && hw.duplex != Duplex::kHalf &&
       hw.duplex != Duplex::kPartial) {
     return FieldError(hw, "duplex", "full, half or partial",
                       static_cast<int>(hw.duplex));
-  }
-  if (hw.copy_engines < 1) {
-    return FieldError(hw, "copy_engines", ">= 1", hw.copy_engines);
-  }
-  if (hw.transfer_latency_ns < 0) {
-    return FieldError(hw, "transfer_latency_ns", ">= 0",
-                      static_cast<double>(hw.transfer_latency_ns));
-  }
-  if (hw.kernel_launch_ns < 0) {
-    return FieldError(hw, "kernel_launch_ns", ">= 0",
-                      static_cast<double>(hw.kernel_launch_ns));
-  }
-  if (hw.pinned_host_memory_bytes < 0) {
-    return FieldError(hw, "pinned_host_memory_bytes", ">= 0",
-                      static_cast<double>(hw.pinned_host_memory_bytes));
   }
   return absl::OkStatus();
 }

@@ -50,12 +50,19 @@ struct Hardware {
   }
   // Bytes per nanosecond in `dir`, given whether the other direction is busy.
   double Rate(Direction dir, bool both_busy) const;
-  // latency + bytes / rate, rounded up to whole nanoseconds.
+  // latency + CopyNs(bytes, rate), saturating at INT64_MAX.
   int64_t TransferNs(int64_t bytes, Direction dir, bool both_busy) const;
 };
 
-// Rejects non-positive rates and efficiencies outside (0, 1], naming the
-// field.
+// Nanoseconds to move `bytes` at `bytes_per_ns`, rounded up to a whole
+// nanosecond (ignoring floating-point noise far below one), saturating at
+// INT64_MAX. The one copy-time formula: the planner's TransferNs and the
+// simulator's copies (whose rate can change mid-copy) both use it.
+// REQUIRES: bytes >= 0, bytes_per_ns > 0.
+int64_t CopyNs(double bytes, double bytes_per_ns);
+
+// Rejects values outside physical ranges (rates, sizes, latencies, each with
+// its range in the error) and efficiencies outside (0, 1], naming the field.
 absl::Status ValidateHardware(const Hardware& hw);
 
 // The built-in profiles, by name.

@@ -158,16 +158,48 @@ void ExpectInvalid(const Hardware& hw, const std::string& text) {
   EXPECT_THAT(std::string(s.message()), HasSubstr(text));
 }
 
+// Rates far below any physical link would make copy times overflow: the
+// error names the field and its range.
+TEST(HardwareValidateTest, RejectsRatesOutsidePhysicalRanges) {
+  Hardware hw = *FindHardware("a100-80gb-pcie4");
+  hw.h2d_gbps = 1e-300;
+  ExpectInvalid(hw, "h2d_gbps must be in [0.001, 100000] GB/s, got 1e-300");
+  hw = *FindHardware("a100-80gb-pcie4");
+  hw.bidir_d2h_gbps = 1e9;
+  ExpectInvalid(hw, "bidir_d2h_gbps must be in [0.001, 100000] GB/s");
+  hw = *FindHardware("a100-80gb-pcie4");
+  hw.copy_engines = 1000;
+  ExpectInvalid(hw, "copy_engines must be in [1, 64]");
+  hw = *FindHardware("a100-80gb-pcie4");
+  hw.name = std::string(20'000, 'n');
+  hw.memory_gb = -1;
+  absl::Status s = ValidateHardware(hw);
+  EXPECT_LT(s.message().size(), 400u) << "a 20 KB name is not echoed whole";
+}
+
+TEST(HardwareCopyTest, CopyTimeSaturatesAndRoundsUp) {
+  EXPECT_EQ(CopyNs(100, 25), 4);
+  EXPECT_EQ(CopyNs(101, 25), 5);
+  EXPECT_EQ(CopyNs(0, 25), 0);
+  EXPECT_EQ(CopyNs(9e18, 1e-9), std::numeric_limits<int64_t>::max());
+  Hardware hw = *FindHardware("a100-80gb-pcie4");
+  hw.d2h_gbps = 1e-12;  // unvalidated: the formula still saturates
+  EXPECT_EQ(hw.TransferNs(int64_t{1} << 60, Direction::kD2H, false),
+            std::numeric_limits<int64_t>::max());
+}
+
 TEST(HardwareValidateTest, RejectsBadFieldsNamingThem) {
   const Hardware base = *FindHardware("a100-80gb-pcie4");
   Hardware hw = base;
   hw.name = "a100";
   hw.h2d_gbps = -1;
-  ExpectInvalid(hw, "hardware a100: h2d_gbps must be > 0, got -1");
+  ExpectInvalid(hw,
+                "hardware \"a100\": h2d_gbps must be in [0.001, 100000] GB/s, "
+                "got -1");
 
   hw = base;
   hw.d2h_gbps = 0;
-  ExpectInvalid(hw, "d2h_gbps must be > 0");
+  ExpectInvalid(hw, "d2h_gbps must be in [0.001, 100000] GB/s, got 0");
   hw = base;
   hw.bidir_h2d_gbps = std::nan("");
   ExpectInvalid(hw, "bidir_h2d_gbps");
@@ -205,7 +237,7 @@ TEST(HardwareValidateTest, RejectsBadFieldsNamingThem) {
 
   hw = base;
   hw.transfer_latency_ns = -1;
-  ExpectInvalid(hw, "transfer_latency_ns must be >= 0");
+  ExpectInvalid(hw, "transfer_latency_ns must be in [0, 1e+09] ns, got -1");
   hw = base;
   hw.kernel_launch_ns = -1;
   ExpectInvalid(hw, "kernel_launch_ns");

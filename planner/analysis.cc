@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
+#include "common/saturating.h"
 #include "common/status_macros.h"
 
 namespace slackswap {
@@ -17,24 +18,33 @@ bool Dropped(const Graph& g, const Plan& plan, int32_t t) {
   return true;  // an unsaved forward tensor is freed after forward
 }
 
+// Rebuilding t re-runs its producer (each op once per chain, however many
+// outputs it restores) or its Rebuild recipe (each recipe once per chain),
+// then the same for every input that is dropped too. Walked with an explicit
+// stack: chains are as long as the graph.
 int64_t Cost(const Graph& g, const OpDurations& d, const Plan& plan, int32_t t,
              absl::flat_hash_set<int32_t>& rebuilt) {
-  const Tensor& tensor = g.tensors[t];
-  const int32_t p = g.index.producer[t];
-  // A Rebuild recipe rebuilds only t; a producer re-run restores all of its
-  // outputs, so it counts once per chain.
-  int64_t total;
-  const std::vector<int32_t>* inputs;
-  if (tensor.rebuild.has_value()) {
-    total = d.rebuild_ns[t];
-    inputs = &tensor.rebuild->inputs;
-  } else {
-    if (!rebuilt.insert(p).second) return 0;
-    total = d.op_ns[p];
-    inputs = &g.ops[p].inputs;
-  }
-  for (int32_t in : *inputs) {
-    if (Dropped(g, plan, in)) total += Cost(g, d, plan, in, rebuilt);
+  int64_t total = 0;
+  std::vector<int32_t> stack = {t};
+  while (!stack.empty()) {
+    const int32_t x = stack.back();
+    stack.pop_back();
+    const Tensor& tensor = g.tensors[x];
+    const std::vector<int32_t>* inputs;
+    if (tensor.rebuild.has_value()) {
+      // Recipes are keyed apart from ops: -1 - tensor.
+      if (!rebuilt.insert(-1 - x).second) continue;
+      total = SaturatingAdd(total, d.rebuild_ns[x]);
+      inputs = &tensor.rebuild->inputs;
+    } else {
+      const int32_t p = g.index.producer[x];
+      if (!rebuilt.insert(p).second) continue;
+      total = SaturatingAdd(total, d.op_ns[p]);
+      inputs = &g.ops[p].inputs;
+    }
+    for (int32_t in : *inputs) {
+      if (Dropped(g, plan, in)) stack.push_back(in);
+    }
   }
   return total;
 }
@@ -52,7 +62,8 @@ int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
   return Cost(g, d, plan, t, *rebuilt);
 }
 
-absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw) {
+absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
+                                         const std::function<bool()>& stop) {
   StepAnalysis a;
   SLACKSWAP_ASSIGN_OR_RETURN(a.durations, ComputeDurations(g, hw));
   const GraphIndex& idx = g.index;
@@ -74,6 +85,10 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw) {
   a.candidate_of.assign(g.tensors.size(), kNone);
   a.candidates.reserve(idx.saved.size());
   for (int32_t t : idx.saved) {
+    // One chain is linear in the graph; all of them may not be.
+    if (stop && (a.candidates.size() & 15) == 0 && stop()) {
+      return absl::CancelledError("analysing the step stopped");
+    }
     Candidate c;
     c.tensor = t;
     c.bytes = g.tensors[t].bytes;

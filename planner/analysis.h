@@ -11,6 +11,7 @@
 #define SLACKSWAP_PLANNER_ANALYSIS_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -50,13 +51,17 @@ struct StepAnalysis {
   int64_t forward_ns = 0;
 };
 
-// REQUIRES: IndexGraph(g) succeeded, hw validated.
-absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw);
+// REQUIRES: IndexGraph(g) succeeded, hw validated. `stop`, if set, is
+// polled; true stops with CANCELLED.
+absl::StatusOr<StepAnalysis> AnalyzeStep(
+    const Graph& g, const Hardware& hw,
+    const std::function<bool()>& stop = nullptr);
 
 // Compute time to rebuild tensor t under `plan`: its producer (or Rebuild
-// recipe) plus, recursively, every input that is not resident then (dropped
-// by the plan, or a forward tensor nobody saved); shared links count once.
-// Swapped and kept inputs cost nothing here.
+// recipe) plus, down the chain, every input that is not resident then
+// (dropped by the plan, or a forward tensor nobody saved); shared links count
+// once. Swapped and kept inputs cost nothing here. Linear in the chain;
+// saturates at INT64_MAX.
 int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
                         int32_t t);
 

@@ -41,7 +41,9 @@ absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
   std::vector<int32_t> need;
   std::vector<int32_t> swapped;
   for (bool changed = true; changed;) {
-    SLACKSWAP_ASSIGN_OR_RETURN(need, FirstNeedOps(g, plan, a.durations));
+    SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        need, FirstNeedOps(g, plan, a.durations, ctx.Lowering()));
     swapped.clear();
     changed = false;
     for (size_t i = 0; i < plan.decisions.size(); ++i) {
@@ -92,7 +94,8 @@ absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
   SLACKSWAP_RETURN_IF_ERROR(AssignPrefetchPoints(ctx, plan));
   plan.budget_bytes = ctx.budget_bytes;
   SLACKSWAP_ASSIGN_OR_RETURN(
-      Schedule schedule, LowerPlan(ctx.graph, plan, ctx.analysis.durations));
+      Schedule schedule,
+      LowerPlan(ctx.graph, plan, ctx.analysis.durations, ctx.Lowering()));
   SimOptions opts;
   opts.budget_bytes = ctx.budget_bytes;
   opts.record_timeline = false;

@@ -162,7 +162,8 @@ absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
   opts.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
   // The durations are the analysis's: no need to run the cost model again.
   SLACKSWAP_ASSIGN_OR_RETURN(
-      Schedule schedule, LowerPlan(ctx.graph, plan, ctx.analysis.durations));
+      Schedule schedule,
+      LowerPlan(ctx.graph, plan, ctx.analysis.durations, ctx.Lowering()));
   return SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
                           opts);
 }

@@ -23,6 +23,7 @@
 #include "model/hardware.h"
 #include "model/plan.h"
 #include "planner/analysis.h"
+#include "sim/schedule.h"
 #include "sim/simulator.h"
 
 namespace slackswap {
@@ -36,6 +37,10 @@ struct PlanningContext {
   int64_t budget_bytes = 0;
   // Polled inside search loops: true stops planning with CANCELLED.
   std::function<bool()> should_stop;
+  // Bound on the recompute tasks one plan's lowering may make.
+  int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
+
+  LoweringLimits Lowering() const { return {max_recompute_tasks, should_stop}; }
 };
 
 class Policy {

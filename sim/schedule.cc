@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace slackswap {
 namespace {
@@ -40,11 +41,12 @@ class Lowerer {
   // Without prefetch points, swap decisions need none and none are issued:
   // what planners use to learn when each swapped tensor is first needed.
   Lowerer(const Graph& g, const Plan& plan, const OpDurations& d,
-          bool with_prefetch_points)
+          const LoweringLimits& limits, bool with_prefetch_points)
       : g_(g),
         idx_(g.index),
         plan_(plan),
         d_(d),
+        limits_(limits),
         with_prefetch_points_(with_prefetch_points) {}
 
   absl::StatusOr<Schedule> Run() {
@@ -74,7 +76,10 @@ class Lowerer {
     out_.swapped_tensors = plan_.CountAction(Action::kSwap);
     out_.recomputed_tensors = plan_.CountAction(Action::kRecompute);
     out_.tasks.reserve(num_ops);
-    for (int32_t o = 0; o < num_ops; ++o) LowerOp(o);
+    last_reader_op_.assign(num_tensors, kNone);
+    for (int32_t o = 0; o < num_ops; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(LowerOp(o));
+    }
 
     // Without prefetch points the task list and first needs are all the
     // caller reads.
@@ -157,12 +162,73 @@ class Lowerer {
     return static_cast<int32_t>(out_.tasks.size()) - 1;
   }
 
-  // Makes `inputs` resident (rebuilding what is dropped), then appends
-  // `task`, which waits for the inputs still on the host.
-  int32_t EmitReading(const std::vector<int32_t>& inputs, Task task) {
-    for (int32_t in : inputs) Materialize(in);
-    const int32_t id = NewTask(task);
-    for (int32_t in : inputs) {
+  // Makes `inputs` resident, rebuilding what is dropped, then appends `task`,
+  // which waits for the inputs still on the host; returns its id. A rebuild
+  // reads inputs that may be dropped too (a chain, as long as the graph):
+  // walked with an explicit stack, never by recursion.
+  absl::StatusOr<int32_t> EmitReading(const std::vector<int32_t>& inputs,
+                                      const Task& task) {
+    std::vector<Reading> stack;
+    stack.push_back(Reading{&inputs, task, 0, {}});
+    while (true) {
+      Reading& top = stack.back();
+      if (top.next < top.inputs->size()) {
+        const int32_t in = (*top.inputs)[top.next++];
+        if (where_[in] == Where::kDropped) {
+          SLACKSWAP_RETURN_IF_ERROR(CountTask());
+          stack.push_back(RebuildOf(in));
+        }
+        continue;
+      }
+      const int32_t id = Emit(top);
+      if (stack.size() == 1) return id;
+      stack.pop_back();
+    }
+  }
+
+  // One task being lowered: it reads `inputs` (made resident first, in
+  // order) and, for a rebuild, restores `restored`.
+  struct Reading {
+    const std::vector<int32_t>* inputs;
+    Task task;
+    size_t next = 0;
+    std::vector<int32_t> restored;
+  };
+
+  // The task that rebuilds dropped tensor t: its Rebuild recipe, or its
+  // producer re-run, which also restores the producer's other outputs that
+  // the plan recomputes and that are still dropped.
+  Reading RebuildOf(int32_t t) const {
+    const Tensor& tensor = g_.tensors[t];
+    const int32_t p = idx_.producer[t];
+    Reading r;
+    r.task.op = p;
+    r.task.recompute = true;
+    r.restored = {t};
+    if (tensor.rebuild.has_value()) {
+      r.task.rebuild_of = t;
+      r.task.duration_ns = d_.rebuild_ns[t];
+      r.inputs = &tensor.rebuild->inputs;
+      return r;
+    }
+    r.task.duration_ns = d_.op_ns[p];
+    r.task.workspace_bytes = g_.ops[p].workspace_bytes;
+    r.inputs = &g_.ops[p].inputs;
+    for (int32_t sibling : g_.ops[p].outputs) {
+      if (sibling != t && where_[sibling] == Where::kDropped &&
+          idx_.is_saved[sibling] && ActionOf(sibling) == Action::kRecompute &&
+          idx_.last_use[sibling] >= current_op_) {
+        r.restored.push_back(sibling);
+      }
+    }
+    return r;
+  }
+
+  // Appends the task of `r`, whose inputs are resident now, with its waits
+  // and what it restores.
+  int32_t Emit(const Reading& r) {
+    const int32_t id = NewTask(r.task);
+    for (int32_t in : *r.inputs) {
       if (where_[in] == Where::kOnHost) {
         waits_.push_back({id, in});
         if (out_.first_need[in] == kNone) out_.first_need[in] = id;
@@ -171,69 +237,61 @@ class Lowerer {
         temp_last_reader_[in] = id;
       }
     }
+    for (int32_t t : r.restored) {
+      allocs_.push_back({id, t});
+      // A saved tensor lives until its last use; anything else (or a saved
+      // tensor needed again after its last use) only for this chain.
+      if (idx_.is_saved[t] && idx_.last_use[t] >= current_op_) {
+        where_[t] = Where::kLive;
+      } else {
+        where_[t] = Where::kTemp;
+        temp_last_reader_[t] = id;
+        temps_.push_back(t);
+      }
+    }
     return id;
   }
 
-  void Materialize(int32_t t) {
-    if (where_[t] == Where::kDropped) Rebuild(t);
+  // Counts one more recompute task against the limit, and polls the stop
+  // function now and then: chains can make the task list much longer than
+  // the graph.
+  absl::Status CountTask() {
+    if (++recompute_tasks_ > limits_.max_recompute_tasks) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the plan's recompute chains need more than ",
+          limits_.max_recompute_tasks,
+          " recompute tasks (rebuilding reaches back through long chains of "
+          "dropped tensors)"));
+    }
+    return Poll();
   }
 
-  void Rebuild(int32_t t) {
-    const Tensor& tensor = g_.tensors[t];
-    const int32_t p = idx_.producer[t];
-    Task task;
-    task.op = p;
-    task.recompute = true;
-    std::vector<int32_t> restored = {t};
-    const std::vector<int32_t>* inputs;
-    if (tensor.rebuild.has_value()) {
-      task.rebuild_of = t;
-      task.duration_ns = d_.rebuild_ns[t];
-      inputs = &tensor.rebuild->inputs;
-    } else {
-      task.duration_ns = d_.op_ns[p];
-      task.workspace_bytes = g_.ops[p].workspace_bytes;
-      inputs = &g_.ops[p].inputs;
-      for (int32_t sibling : g_.ops[p].outputs) {
-        if (sibling != t && where_[sibling] == Where::kDropped &&
-            idx_.is_saved[sibling] && ActionOf(sibling) == Action::kRecompute &&
-            idx_.last_use[sibling] >= current_op_) {
-          restored.push_back(sibling);
-        }
-      }
+  absl::Status Poll() {
+    if ((++polls_ & 4095) == 0 && limits_.should_stop &&
+        limits_.should_stop()) {
+      return absl::CancelledError("lowering the plan stopped");
     }
-    const int32_t id = EmitReading(*inputs, task);
-    for (int32_t r : restored) {
-      allocs_.push_back({id, r});
-      // A saved tensor lives until its last use; anything else (or a saved
-      // tensor needed again after its last use) only for this chain.
-      if (idx_.is_saved[r] && idx_.last_use[r] >= current_op_) {
-        where_[r] = Where::kLive;
-      } else {
-        where_[r] = Where::kTemp;
-        temp_last_reader_[r] = id;
-        temps_.push_back(r);
-      }
-    }
+    return absl::OkStatus();
   }
 
-  void LowerOp(int32_t o) {
+  absl::Status LowerOp(int32_t o) {
+    SLACKSWAP_RETURN_IF_ERROR(Poll());
     const Op& op = g_.ops[o];
     current_op_ = o;
     Task task;
     task.op = o;
     task.duration_ns = d_.op_ns[o];
     task.workspace_bytes = op.workspace_bytes;
-    const int32_t id = EmitReading(op.inputs, task);
+    SLACKSWAP_ASSIGN_OR_RETURN(const int32_t id, EmitReading(op.inputs, task));
     out_.task_of_op[o] = id;
 
     for (int32_t t : prefetch_at_op_[o]) prefetches_.push_back({id, t});
 
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      const int32_t in = op.inputs[i];
-      bool seen = false;
-      for (size_t j = 0; j < i; ++j) seen |= op.inputs[j] == in;
-      if (seen || where_[in] == Where::kStatic) continue;
+    for (int32_t in : op.inputs) {
+      // An input listed twice is released once.
+      if (last_reader_op_[in] == o) continue;
+      last_reader_op_[in] = o;
+      if (where_[in] == Where::kStatic) continue;
       if (idx_.last_use[in] == o) {
         frees_.push_back({id, in});
         where_[in] = Where::kDropped;
@@ -261,6 +319,7 @@ class Lowerer {
       where_[t] = Where::kDropped;
     }
     temps_.clear();
+    return absl::OkStatus();
   }
 
   // The forward pass is done with saved tensor t at task `id` (kNone: it had
@@ -291,6 +350,7 @@ class Lowerer {
   const GraphIndex& idx_;
   const Plan& plan_;
   const OpDurations& d_;
+  const LoweringLimits& limits_;
   const bool with_prefetch_points_;
 
   Schedule out_;
@@ -299,6 +359,10 @@ class Lowerer {
   std::vector<int32_t> temps_;
   std::vector<std::vector<int32_t>> prefetch_at_op_;
   int32_t current_op_ = 0;
+  // Per tensor: the last op whose inputs released it (inputs listed twice).
+  std::vector<int32_t> last_reader_op_;
+  int64_t recompute_tasks_ = 0;
+  int64_t polls_ = 0;
   std::vector<TaskItem> waits_, allocs_, frees_, swap_outs_, forward_done_,
       prefetches_;
 };
@@ -306,14 +370,17 @@ class Lowerer {
 }  // namespace
 
 absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
-                                   const OpDurations& durations) {
-  return Lowerer(g, plan, durations, /*with_prefetch_points=*/true).Run();
+                                   const OpDurations& durations,
+                                   const LoweringLimits& limits) {
+  return Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/true)
+      .Run();
 }
 
 absl::StatusOr<std::vector<int32_t>> FirstNeedOps(
-    const Graph& g, const Plan& plan, const OpDurations& durations) {
+    const Graph& g, const Plan& plan, const OpDurations& durations,
+    const LoweringLimits& limits) {
   absl::StatusOr<Schedule> s =
-      Lowerer(g, plan, durations, /*with_prefetch_points=*/false).Run();
+      Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/false).Run();
   if (!s.ok()) return s.status();
   std::vector<int32_t> need(g.tensors.size(), kNone);
   for (size_t t = 0; t < need.size(); ++t) {

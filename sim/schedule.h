@@ -22,6 +22,7 @@
 #define SLACKSWAP_SIM_SCHEDULE_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,21 +77,32 @@ struct Schedule {
   int64_t recomputed_tensors = 0;
 };
 
+// Bounds on lowering: rebuilding a tensor re-runs its chain of dropped
+// inputs, so the task list can grow far beyond the graph.
+struct LoweringLimits {
+  int64_t max_recompute_tasks = 4'000'000;
+  // Polled every few thousand tasks; true stops with CANCELLED.
+  std::function<bool()> should_stop;
+};
+
 // REQUIRES: IndexGraph(g) succeeded; durations from ComputeDurations(g, hw).
 // Fails with INVALID_ARGUMENT, naming the tensor, when the plan does not fit
 // the graph: wrong size, a decision on a tensor that is not a saved
 // activation, a swap without a valid prefetch point (it must come after the
-// tensor's last forward use and before its first backward need).
+// tensor's last forward use and before its first backward need);
+// RESOURCE_EXHAUSTED past limits.max_recompute_tasks; CANCELLED when
+// limits.should_stop says so.
 absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
-                                   const OpDurations& durations);
+                                   const OpDurations& durations,
+                                   const LoweringLimits& limits = {});
 
 // For planners choosing prefetch points: per tensor the op before which the
 // plan first needs each swapped tensor back (its own backward use, or a
 // recompute chain that reads it), kNone for the others. Ignores the plan's
 // prefetch points.
-absl::StatusOr<std::vector<int32_t>> FirstNeedOps(const Graph& g,
-                                                  const Plan& plan,
-                                                  const OpDurations& durations);
+absl::StatusOr<std::vector<int32_t>> FirstNeedOps(
+    const Graph& g, const Plan& plan, const OpDurations& durations,
+    const LoweringLimits& limits = {});
 
 }  // namespace slackswap
 

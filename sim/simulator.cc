@@ -8,23 +8,30 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
 #include "common/format.h"
+#include "common/saturating.h"
+#include "common/status_macros.h"
 
 namespace slackswap {
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+// Simulated time past this (146 years) means input beyond any physical
+// range; sums of times stay far from overflowing below it.
+constexpr int64_t kTimeHorizonNs = int64_t{1} << 62;
 constexpr int kD2H = 0;
 constexpr int kH2D = 1;
 
 // One copy in flight. Bytes move at `rate` after the latency; the rate
-// changes when the other direction starts or stops.
+// changes when the other direction starts or stops. The bytes left are a
+// real number: a rate change keeps the fraction of a byte moved so far, so
+// a copy's finish does not depend on how often the other direction starts
+// and stops.
 struct Copy {
   int32_t tensor = kNone;
   int64_t start = 0;
   int64_t data_start = 0;
-  int64_t bytes_left = 0;  // as of `updated`
+  double bytes_left = 0;  // as of `updated`
   int64_t updated = 0;
   double rate = 0;  // bytes per ns
   int64_t finish = kNever;
@@ -34,9 +41,8 @@ struct Copy {
   void Advance(int64_t now) {
     if (now > data_start) {
       const int64_t from = std::max(updated, data_start);
-      const int64_t moved = static_cast<int64_t>(
-          std::floor(static_cast<double>(now - from) * rate));
-      bytes_left -= std::min(bytes_left, moved);
+      bytes_left =
+          std::max(0.0, bytes_left - static_cast<double>(now - from) * rate);
     }
     updated = now;
   }
@@ -44,9 +50,7 @@ struct Copy {
   void SetRate(int64_t now, double new_rate) {
     Advance(now);
     rate = new_rate;
-    finish =
-        std::max(now, data_start) +
-        static_cast<int64_t>(std::ceil(static_cast<double>(bytes_left) / rate));
+    finish = SaturatingAdd(std::max(now, data_start), CopyNs(bytes_left, rate));
   }
 };
 
@@ -97,12 +101,13 @@ class Engine {
           queue_[kH2D].empty()) {
         break;
       }
-      const int64_t next = std::min({compute_busy_ ? compute_end_ : kNever,
-                                     copy_[kD2H].finish, copy_[kH2D].finish});
-      if (next == kNever) {
+      if (!compute_busy_ && !copy_[kD2H].active() && !copy_[kH2D].active()) {
         Infeasible(DescribeDeadlock());
         break;
       }
+      const int64_t next = std::min({compute_busy_ ? compute_end_ : kNever,
+                                     copy_[kD2H].finish, copy_[kH2D].finish});
+      if (next >= kTimeHorizonNs) return TimeHorizonError(next);
       AccountStall(next);
       now_ = next;
       if (copy_[kD2H].finish == now_) FinishCopy(kD2H);
@@ -111,6 +116,11 @@ class Engine {
     }
 
     result_.step_ns = now_;
+    if (result_.feasible && result_.step_ns < result_.ideal_step_ns) {
+      return absl::InternalError(absl::StrCat(
+          "simulated step ", result_.step_ns, " ns is shorter than the ideal ",
+          result_.ideal_step_ns, " ns"));
+    }
     if (result_.feasible && result_.step_ns > 0) {
       result_.throughput_retained =
           static_cast<double>(result_.ideal_step_ns) / result_.step_ns;
@@ -123,6 +133,13 @@ class Engine {
   }
 
  private:
+  static absl::Status TimeHorizonError(int64_t at) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the step would last ", FormatMs(at),
+        " or more: the graph's sizes or durations, or the hardware's rates, "
+        "are out of any physical range"));
+  }
+
   int64_t Bytes(int32_t t) const { return bytes_[t]; }
   bool IsActivation(int32_t t) const { return s_.is_activation[t]; }
 
@@ -150,7 +167,13 @@ class Engine {
         tl.back().transient_bytes == trans_) {
       return;
     }
-    if (!tl.empty() && tl.back().time_ns == now_) {
+    // Changes at one instant make one point, except that a fall after a
+    // rise keeps both (two points at one time): a zero-duration task's
+    // allocations must not vanish from the timeline, whose maximum is the
+    // reported peak.
+    if (!tl.empty() && tl.back().time_ns == now_ &&
+        act_ >= tl.back().activation_bytes &&
+        trans_ >= tl.back().transient_bytes) {
       tl.back().activation_bytes = act_;
       tl.back().transient_bytes = trans_;
     } else {
@@ -180,12 +203,28 @@ class Engine {
     return {activation, transient};
   }
 
-  // The first swapped input of the next task that has not arrived, or kNone.
-  int32_t MissingInput() const {
-    for (int32_t t : s_.waits.Of(task_)) {
-      if (!arrived_[t]) return t;
+  // The next task's needs, computed once per task: a blocked task is asked
+  // again at every event, and one task may allocate many tensors.
+  std::pair<int64_t, int64_t> NextNeeds() {
+    if (needs_of_ != task_) {
+      needs_ = TaskNeeds(task_);
+      needs_of_ = task_;
     }
-    return kNone;
+    return needs_;
+  }
+
+  // The first swapped input of the next task that has not arrived, or kNone.
+  // Arrivals are final, so the scan resumes where it stopped.
+  int32_t MissingInput() const {
+    if (waits_of_ != task_) {
+      waits_of_ = task_;
+      waits_seen_ = 0;
+    }
+    const absl::Span<const int32_t> waits = s_.waits.Of(task_);
+    while (waits_seen_ < waits.size() && arrived_[waits[waits_seen_]]) {
+      ++waits_seen_;
+    }
+    return waits_seen_ < waits.size() ? waits[waits_seen_] : kNone;
   }
 
   bool TryStartCompute() {
@@ -193,7 +232,7 @@ class Engine {
       return false;
     }
     if (MissingInput() != kNone) return false;
-    const auto [activation, transient] = TaskNeeds(task_);
+    const auto [activation, transient] = NextNeeds();
     if (!Fits(activation, transient)) return false;
 
     const Task& task = s_.tasks[task_];
@@ -206,7 +245,7 @@ class Engine {
     ++result_.events_processed;
     compute_busy_ = true;
     compute_start_ = now_;
-    compute_end_ = now_ + task.duration_ns;
+    compute_end_ = SaturatingAdd(now_, task.duration_ns);
     return true;
   }
 
@@ -332,8 +371,10 @@ class Engine {
     if (missing == kNone) {
       result_.stall_swap_out_ns += dt;
     } else if (!copy_[kH2D].active() && !queue_[kH2D].empty() &&
-               d2h_done_[queue_[kH2D].front().tensor]) {
-      // The H2D stream is idle with work queued: only budget holds it.
+               d2h_done_[queue_[kH2D].front().tensor] &&
+               !Fits(Bytes(queue_[kH2D].front().tensor), 0)) {
+      // The H2D stream is idle with a ready head that the budget holds back
+      // (not one waiting for a half-duplex link the D2H copy holds).
       result_.stall_memory_ns += dt;
     } else {
       result_.stall_prefetch_ns += dt;
@@ -395,6 +436,12 @@ class Engine {
   std::vector<bool> d2h_done_;
   std::vector<bool> arrived_;
   std::vector<int8_t> release_pending_;
+  int32_t needs_of_ = kNone;
+  std::pair<int64_t, int64_t> needs_;
+  // Caches of the next task's needs and arrived waits (see NextNeeds and
+  // MissingInput).
+  mutable int32_t waits_of_ = kNone;
+  mutable size_t waits_seen_ = 0;
 };
 
 }  // namespace
@@ -413,7 +460,10 @@ absl::StatusOr<SimResult> SimulateSchedule(const Graph& g, const Hardware& hw,
 absl::StatusOr<SimResult> Simulate(const Graph& g, const Hardware& hw,
                                    const Plan& plan, const SimOptions& opts) {
   SLACKSWAP_ASSIGN_OR_RETURN(OpDurations durations, ComputeDurations(g, hw));
-  SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule, LowerPlan(g, plan, durations));
+  LoweringLimits limits;
+  limits.should_stop = opts.should_stop;
+  SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
+                             LowerPlan(g, plan, durations, limits));
   return SimulateSchedule(g, hw, durations, schedule, opts);
 }
 
