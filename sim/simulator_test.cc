@@ -4,8 +4,12 @@
 // no latency, so a 1000-byte copy takes 1000 ns alone.
 #include "sim/simulator.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/graph_builder.h"
@@ -315,6 +319,178 @@ TEST(SimulatorTest, PrefetchesIssuedTogetherQueueInFirstNeedOrder) {
   ASSERT_TRUE(r.feasible) << r.infeasible_reason;
   EXPECT_LT(FindEvent(r, EventType::kPrefetch, x)->start_ns,
             FindEvent(r, EventType::kPrefetch, w)->start_ns);
+}
+
+// The choices docs/SIMULATOR.md states ("Choices at one instant"), each
+// worked out by hand.
+
+TEST(SimulatorTest, ACopyKeepsItsFractionalBytesAcrossRateChanges) {
+  // Ten 3-byte prefetches run back to back 31..71 while the 4000-byte
+  // swap-out of A, issued at 31, shares the link: 40 ns at 0.8 B/ns move
+  // 32 bytes, the other 3968 move at 1 B/ns, so A's copy ends at
+  // 31 + 40 + 3968 = 4039 (a copy of 4008 ns). Dropping the fraction of a
+  // byte at each of the ten rate changes would make it 4010 ns.
+  GraphBuilder b;
+  std::vector<int32_t> tiny;
+  for (int i = 0; i < 10; ++i) {
+    tiny.push_back(b.Tensor(absl::StrCat("t", i), 3));
+  }
+  const int32_t big = b.Tensor("A", 4000);
+  b.Forward("f_tiny", 1, {}, tiny);  // their swap-outs: 1..31
+  b.Forward("f_A", 30, {}, {big});   // ends at 31
+  const int32_t b0 = b.Backward("b0", 5000, {});
+  std::vector<int32_t> all = tiny;
+  all.push_back(big);
+  b.Backward("b_all", 10, all);
+  Graph g = b.Build();
+  std::vector<std::pair<int32_t, int32_t>> swaps;
+  for (int32_t t : tiny) swaps.push_back({t, b0});
+  swaps.push_back({big, b0});
+  Plan plan = Swap(g, swaps);
+  // A's prefetch goes after its swap-out; it is first needed with the rest.
+  SimResult r = Sim(g, plan);
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  const SimEvent* out = FindEvent(r, EventType::kSwapOut, big);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(out->start_ns, 31);
+  EXPECT_EQ(out->end_ns, 4039);
+  const SimEvent* last_tiny = FindEvent(r, EventType::kPrefetch, tiny.back());
+  ASSERT_NE(last_tiny, nullptr);
+  EXPECT_EQ(last_tiny->end_ns, 71);
+}
+
+TEST(SimulatorTest, WaitingForAHalfDuplexLinkIsAPrefetchStallNotMemory) {
+  // No budget. x's swap-out runs 1..101, then y's (issued at 11, like x's
+  // prefetch, and a swap-out wins the tie) holds the half-duplex link
+  // 101..5101; x's prefetch runs 5101..5201. b_x waits 12..5201, all of it
+  // for the prefetch; y's prefetch, issued when b_x starts, runs
+  // 5201..10201 and b_y waits 5202..10201.
+  GraphBuilder b;
+  const int32_t x = b.Tensor("x", 100);
+  const int32_t y = b.Tensor("y", 5000);
+  b.Forward("f_x", 1, {}, {x});
+  b.Forward("f_y", 10, {}, {y});
+  const int32_t b0 = b.Backward("b0", 1, {});
+  const int32_t b_x = b.Backward("b_x", 1, {x});
+  b.Backward("b_y", 1, {y});
+  Graph g = b.Build();
+  SimResult r = Sim(g, Swap(g, {{x, b0}, {y, b_x}}), /*budget=*/0,
+                    TestLink(Duplex::kHalf));
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  const SimEvent* in = FindEvent(r, EventType::kPrefetch, x);
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->start_ns, 5101);
+  EXPECT_EQ(in->end_ns, 5201);
+  EXPECT_EQ(r.stall_memory_ns, 0);
+  EXPECT_EQ(r.stall_prefetch_ns, (5201 - 12) + (10201 - 5202));
+  EXPECT_EQ(r.step_ns, 10202);
+}
+
+TEST(SimulatorTest, AKeptTensorARecomputeReadsAfterItsLastUseIsRebuilt) {
+  // k is kept and last read by b_k; r, recomputed, is rebuilt for b_r after
+  // that, from k: k was freed at its last use, so f_k re-runs too (a
+  // temporary) instead of k being held for the rebuild.
+  GraphBuilder b;
+  const int32_t k = b.Tensor("k", 100);
+  const int32_t r_t = b.Tensor("r", 100);
+  b.Forward("f_k", 10, {}, {k});
+  b.Forward("f_r", 20, {k}, {r_t});
+  b.Backward("b_k", 5, {k});
+  b.Backward("b_r", 5, {r_t});
+  Graph g = b.Build();
+  Plan plan = Plan::KeepAll(g);
+  plan.decisions[r_t].action = Action::kRecompute;
+  SimResult r = Sim(g, plan);
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(r.recompute_ns, 10 + 20);
+  EXPECT_EQ(r.step_ns, 40 + 30);
+}
+
+TEST(SimulatorTest, ComputeStartsBeforeAPrefetchCompetesForFreedMemory) {
+  // Budget 1000. b0 ends at 3100 and frees z (q, 200 B, stays): 800 free.
+  // The recompute of r (500 B) and the prefetch of x (500 B, waiting since
+  // b0 started) both fit alone, not together: compute goes first, so the
+  // recompute runs 3100..3120, b_r 3120..3125 frees r, and only then does
+  // x's prefetch start (3125..3625).
+  GraphBuilder b;
+  const int32_t x = b.Tensor("x", 500);
+  const int32_t r_t = b.Tensor("r", 500);
+  const int32_t q = b.Tensor("q", 200);
+  const int32_t z = b.Tensor("z", 500);
+  b.Forward("f_x", 10, {}, {x});      // 0..10; swap-out 10..510
+  b.Forward("f_long", 1000, {}, {});  // 10..1010
+  b.Forward("f_r", 20, {}, {r_t});    // 1010..1030, dropped at its end
+  b.Forward("f_q", 10, {}, {q});      // 1030..1040
+  b.Forward("f_z", 60, {}, {z});      // 1040..1100
+  const int32_t b0 = b.Backward("b0", 2000, {z});  // 1100..3100
+  b.Backward("b_r", 5, {r_t});
+  b.Backward("b_x", 5, {x});
+  b.Backward("b_q", 5, {q});
+  Graph g = b.Build();
+  Plan plan = Swap(g, {{x, b0}});
+  plan.decisions[r_t].action = Action::kRecompute;
+  SimResult r = Sim(g, plan, /*budget=*/1000);
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  const SimEvent* recompute = FindEvent(r, EventType::kRecompute, 2);
+  ASSERT_NE(recompute, nullptr);
+  EXPECT_EQ(recompute->start_ns, 3100);
+  const SimEvent* in = FindEvent(r, EventType::kPrefetch, x);
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(in->start_ns, 3125);
+  EXPECT_EQ(in->end_ns, 3625);
+  EXPECT_EQ(r.step_ns, 3635);
+}
+
+TEST(SimulatorTest, PrefetchesOneOpIssuesForOneTaskGoInTensorIdOrder) {
+  // u (id 0) and v (id 1) are first needed by the same task: issued by b0
+  // together, u's prefetch goes first (1000..1300), then v's (1300..1400).
+  GraphBuilder b;
+  const int32_t u = b.Tensor("u", 300);
+  const int32_t v = b.Tensor("v", 100);
+  b.Forward("f_uv", 10, {}, {u, v});
+  b.Forward("f_long", 990, {}, {});
+  const int32_t b0 = b.Backward("b0", 1000, {});
+  b.Backward("b_uv", 10, {v, u});
+  Graph g = b.Build();
+  SimResult r = Sim(g, Swap(g, {{v, b0}, {u, b0}}));
+  ASSERT_TRUE(r.feasible) << r.infeasible_reason;
+  const SimEvent* pu = FindEvent(r, EventType::kPrefetch, u);
+  const SimEvent* pv = FindEvent(r, EventType::kPrefetch, v);
+  ASSERT_NE(pu, nullptr);
+  ASSERT_NE(pv, nullptr);
+  EXPECT_EQ(pu->start_ns, 1000);
+  EXPECT_EQ(pu->end_ns, 1300);
+  EXPECT_EQ(pv->start_ns, 1300);
+  EXPECT_EQ(pv->end_ns, 1400);
+}
+
+TEST(SimulatorTest, AZeroDurationOpsPeakIsOnTheTimeline) {
+  // w (1000 B, recomputed, read by no forward op) is made and dropped at the
+  // same instant by a zero-duration op: the peak (1100 at 10) must still be
+  // a point of the timeline, beside the fall back to 100 at 10.
+  GraphBuilder b;
+  const int32_t a = b.Tensor("a", 100);
+  const int32_t w = b.Tensor("w", 1000);
+  b.Forward("f_a", 10, {}, {a});
+  b.Forward("f_w", 0, {}, {w});
+  b.Forward("f_tail", 10, {}, {});
+  b.Backward("b_w", 5, {w});
+  b.Backward("b_a", 5, {a});
+  Graph g = b.Build();
+  Plan plan = Plan::KeepAll(g);
+  plan.decisions[w].action = Action::kRecompute;
+  SimResult r = Sim(g, plan);
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(r.peak_activation_bytes, 1100);
+  EXPECT_EQ(r.peak_activation_ns, 10);
+  int64_t timeline_max = 0;
+  int at_ten = 0;
+  for (const MemorySample& m : r.timeline) {
+    timeline_max = std::max(timeline_max, m.activation_bytes);
+    at_ten += m.time_ns == 10;
+  }
+  EXPECT_EQ(timeline_max, r.peak_activation_bytes);
+  EXPECT_EQ(at_ten, 2);
 }
 
 TEST(SimulatorTest, PinnedHostMemoryExhaustedIsInfeasible) {
