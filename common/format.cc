@@ -27,4 +27,11 @@ std::string QuoteInput(absl::string_view text) {
                       "\"... (", text.size(), " bytes)");
 }
 
+std::string ShortName(absl::string_view name) {
+  constexpr size_t kMax = 100;
+  if (name.size() <= kMax) return absl::CHexEscape(name);
+  return absl::StrCat(absl::CHexEscape(name.substr(0, kMax)), "...(",
+                      name.size(), " bytes)");
+}
+
 }  // namespace slackswap

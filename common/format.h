@@ -29,6 +29,11 @@ inline constexpr size_t kMaxQuotedInput = 200;
 // to kMaxQuotedInput characters with "... (N bytes)" when longer.
 std::string QuoteInput(absl::string_view text);
 
+// A name from the input as messages show it, unquoted: control characters
+// escaped, cut to 100 characters with "...(N bytes)" when longer, so a label
+// such as "op 12 (NAME)" stays short whatever the input.
+std::string ShortName(absl::string_view name);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_COMMON_FORMAT_H_

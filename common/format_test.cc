@@ -32,5 +32,11 @@ TEST(FormatTest, CutsLongInputAndSaysHowLong) {
   EXPECT_NE(quoted.find("(20000 bytes)"), std::string::npos);
 }
 
+TEST(FormatTest, ShortNamesStayShort) {
+  EXPECT_EQ(ShortName("mlp_up"), "mlp_up");
+  const std::string shown = ShortName(std::string(5000, 'a'));
+  EXPECT_EQ(shown, std::string(100, 'a') + "...(5000 bytes)");
+}
+
 }  // namespace
 }  // namespace slackswap

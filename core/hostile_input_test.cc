@@ -30,6 +30,7 @@ v1::OperatorGraph Tiny() {
   f->set_phase(v1::PHASE_FORWARD);
   f->add_output_ids(1);
   f->mutable_cost()->set_flops(1e9);
+  f->mutable_cost()->set_kind(v1::OP_KIND_MATMUL);
   v1::Op* h = g.add_ops();
   h->set_id(11);
   h->set_name("h");
@@ -37,6 +38,7 @@ v1::OperatorGraph Tiny() {
   h->add_input_ids(1);
   h->add_output_ids(2);
   h->mutable_cost()->set_flops(1e9);
+  h->mutable_cost()->set_kind(v1::OP_KIND_MATMUL);
   v1::Op* b = g.add_ops();
   b->set_id(12);
   b->set_name("h.bwd");
@@ -44,6 +46,7 @@ v1::OperatorGraph Tiny() {
   b->add_input_ids(1);
   b->add_input_ids(2);
   b->mutable_cost()->set_flops(2e9);
+  b->mutable_cost()->set_kind(v1::OP_KIND_MATMUL);
   return g;
 }
 

@@ -143,10 +143,6 @@ absl::Status LowestBudgetError(const PlanningContext& ctx,
                            ctx.graph.index.saved_bytes);
 }
 
-void StripReasons(v1::Plan* plan) {
-  for (v1::Decision& d : *plan->mutable_decisions()) d.clear_reason();
-}
-
 }  // namespace
 
 PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer)
@@ -170,8 +166,10 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
 
-  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, step.hw, stop));
+  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
+                             AnalyzeStep(g, step.hw, stop));
   PlanningContext ctx{g, step.hw, analysis, budget, stop};
+  ctx.explain = req.include_reasons();
   const PolicyRunner runner{ctx, observer_};
   SimOptions report;
   report.timeline_points = req.timeline_points();
@@ -194,8 +192,9 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
     v1::PolicyResult* p = out.add_results();
     p->set_policy(policy->name);
     *p->mutable_result() = ResultToProto(o.result, g);
-    *p->mutable_plan() = PlanToProto(o.plan, g, step.hw.name);
-    if (!req.include_reasons()) StripReasons(p->mutable_plan());
+    // Kept tensors need no decision; with reasons, every decision shows.
+    *p->mutable_plan() =
+        PlanToProto(o.plan, g, step.hw.name, req.include_reasons());
     p->set_planning_seconds(seconds);
     if (!policy->unbudgeted_reference) {
       any_budgeted = true;
@@ -356,6 +355,7 @@ absl::Status PlanningCore::SweepBudgets(
                              AnalyzeStep(g, spec.step.hw, stop));
   PlanningContext ctx{g, spec.step.hw, analysis,
                       std::max<int64_t>(1, g.index.saved_bytes), stop};
+  ctx.explain = false;  // sweep points carry no plans
   const PolicyRunner runner{ctx, observer_};
   const Emit send = [&](const v1::SweepResponse& r) -> absl::Status {
     if (!emit(r)) return absl::CancelledError("the client went away");

@@ -65,38 +65,40 @@ TEST(PlanningCoreTest, ErrorsNameTheField) {
   PlanningCore core{CoreLimits{}};
   v1::PlanRequest req = Gpt2Request();
   req.mutable_step()->mutable_workload()->set_name("gpt5");
-  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kNotFound),
-              HasSubstr("step.workload"));
+  EXPECT_THAT(
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kNotFound),
+      HasSubstr("step.workload"));
   req = Gpt2Request();
   req.mutable_step()->set_hardware_name("tpu");
-  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kNotFound),
-              HasSubstr("step.hardware_name"));
+  EXPECT_THAT(
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kNotFound),
+      HasSubstr("step.hardware_name"));
   req = Gpt2Request();
   req.set_budget_bytes(-1);
-  EXPECT_THAT(
-      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
-      HasSubstr("budget_bytes must be > 0"));
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("budget_bytes must be > 0"));
   req = Gpt2Request();
   req.clear_budget_fraction();
-  EXPECT_THAT(
-      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
-      HasSubstr("budget: set budget_bytes or budget_fraction"));
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("budget: set budget_bytes or budget_fraction"));
   req = Gpt2Request();
   req.add_policies("slackswap");
   req.add_policies("magic");
-  EXPECT_THAT(
-      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
-      HasSubstr("policies[1]: unknown policy \"magic\""));
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("policies[1]: unknown policy \"magic\""));
   req = Gpt2Request();
   req.mutable_step()->clear_workload();
-  EXPECT_THAT(
-      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
-      HasSubstr("step: set graph_inline or workload"));
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("step: set graph_inline or workload"));
   req = Gpt2Request();
   req.set_timeline_points(-3);
-  EXPECT_THAT(
-      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
-      HasSubstr("timeline_points"));
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("timeline_points"));
 }
 
 TEST(PlanningCoreTest, InlineGraphErrorsNameTheOp) {
@@ -108,9 +110,9 @@ TEST(PlanningCoreTest, InlineGraphErrorsNameTheOp) {
   *req.mutable_step()->mutable_graph_inline() = core.GetWorkload(get)->graph();
   req.mutable_step()->mutable_graph_inline()->mutable_ops(3)->add_input_ids(
       987654);
-  EXPECT_THAT(
-      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kInvalidArgument),
-      HasSubstr("step.graph_inline: op 3 ("));
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("step.graph_inline: op 3 ("));
 }
 
 TEST(PlanningCoreTest, LimitsAreRefusedUpFront) {
@@ -159,7 +161,8 @@ TEST(PlanningCoreTest, ABudgetUnmetAboveAMetOneIsNotCalledUnreachable) {
 TEST(PlanningCoreTest, StopsWhenAskedTo) {
   PlanningCore core{CoreLimits{}};
   v1::PlanRequest req = Gpt2Request(48);
-  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, [] { return true; });
+  absl::StatusOr<v1::PlanResponse> resp =
+      core.PlanStep(req, [] { return true; });
   EXPECT_EQ(resp.status().code(), absl::StatusCode::kCancelled);
 }
 
@@ -205,7 +208,8 @@ TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
   EXPECT_THAT(infeasible, Contains("recompute_only"));
   EXPECT_THAT(minimums, UnorderedElementsAreArray(infeasible));
   // A stopped client stops the sweep.
-  s = core.SweepBudgets(req, {}, [](const v1::SweepResponse&) { return false; });
+  s = core.SweepBudgets(req, {},
+                        [](const v1::SweepResponse&) { return false; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
 }
 

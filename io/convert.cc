@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 
 namespace slackswap {
@@ -15,9 +16,9 @@ namespace {
 constexpr int64_t kMaxEntities = std::numeric_limits<int32_t>::max() / 2;
 
 std::string OpWhere(const v1::Op& op, int i) {
-  return absl::StrCat("op ", op.id(), " (", op.name().empty() ? "ops[" : "",
-                      op.name().empty() ? absl::StrCat(i, "]") : op.name(),
-                      ")");
+  return absl::StrCat(
+      "op ", op.id(), " (", op.name().empty() ? "ops[" : "",
+      op.name().empty() ? absl::StrCat(i, "]") : ShortName(op.name()), ")");
 }
 
 absl::StatusOr<OpKind> OpKindFromProto(v1::OpKind k, const std::string& where) {
@@ -53,6 +54,16 @@ v1::OpKind OpKindToProto(OpKind k) {
 
 absl::StatusOr<OpCost> CostFromProto(const v1::OpCost& pb,
                                      const std::string& where) {
+  // Without a kind the FLOPs would cost nothing: say so rather than ignore
+  // them.
+  if (pb.kind() == v1::OP_KIND_UNSPECIFIED && pb.flops() > 0 &&
+      !pb.has_duration_ns()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": cost.flops is ", pb.flops(),
+        " but cost.kind is unset; set OP_KIND_MATMUL, "
+        "OP_KIND_BATCHED_MATMUL or OP_KIND_FLASH_ATTENTION to cost the "
+        "FLOPs, or OP_KIND_MEMORY_BOUND to cost the op by its bytes alone"));
+  }
   OpCost c;
   c.flops = pb.flops();
   c.bytes_accessed = pb.bytes_accessed();
@@ -188,7 +199,7 @@ int64_t UsToNs(double us) {
 absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
   if (pb.tensors_size() > kMaxEntities || pb.ops_size() > kMaxEntities) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "graph '", pb.name(), "' is too large: ", pb.tensors_size(),
+        "graph ", QuoteInput(pb.name()), " is too large: ", pb.tensors_size(),
         " tensors, ", pb.ops_size(), " ops"));
   }
   Graph g;
@@ -202,12 +213,12 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
   for (int i = 0; i < pb.tensors_size(); ++i) {
     const v1::Tensor& t = pb.tensors(i);
     const std::string where =
-        absl::StrCat("tensor ", t.id(), " (", t.name(), ")");
+        absl::StrCat("tensor ", t.id(), " (", ShortName(t.name()), ")");
     auto [it, inserted] = tensor_index.emplace(t.id(), i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensors[", i, "]: id ", t.id(), " is already used by tensors[",
-          it->second, "] (", pb.tensors(it->second).name(), ")"));
+          it->second, "] (", ShortName(pb.tensors(it->second).name()), ")"));
     }
     Tensor tensor;
     tensor.name = t.name();
@@ -229,7 +240,7 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
     const v1::Tensor& t = pb.tensors(i);
     if (!t.has_rebuild()) continue;
     const std::string where =
-        absl::StrCat("tensor ", t.id(), " (", t.name(), ") rebuild");
+        absl::StrCat("tensor ", t.id(), " (", ShortName(t.name()), ") rebuild");
     Rebuild r;
     SLACKSWAP_RETURN_IF_ERROR(ResolveIds(t.rebuild().input_ids(), tensor_index,
                                          where, "input", &r.inputs));
@@ -245,9 +256,9 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
     const std::string where = OpWhere(o, i);
     auto [it, inserted] = op_index.emplace(o.id(), i);
     if (!inserted) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ops[", i, "]: id ", o.id(), " is already used by ops[",
-                       it->second, "] (", pb.ops(it->second).name(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ops[", i, "]: id ", o.id(), " is already used by ops[", it->second,
+          "] (", ShortName(pb.ops(it->second).name()), ")"));
     }
     Op op;
     op.name = o.name();
@@ -321,8 +332,8 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareProfile& pb) {
   hw.d2h_gbps = pb.d2h_gbps();
   hw.bidir_h2d_gbps = pb.bidir_h2d_gbps();
   hw.bidir_d2h_gbps = pb.bidir_d2h_gbps();
-  SLACKSWAP_ASSIGN_OR_RETURN(hw.duplex,
-                             DuplexFromProto(pb.duplex(), pb.name()));
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      hw.duplex, DuplexFromProto(pb.duplex(), QuoteInput(pb.name())));
   hw.copy_engines = pb.copy_engines();
   for (auto [us, ns, field] :
        {std::tuple{pb.transfer_latency_us(), &hw.transfer_latency_ns,
@@ -331,7 +342,7 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareProfile& pb) {
                    "kernel_launch_us"}}) {
     if (!std::isfinite(us) || us < 0 || us > 1e12) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "hardware ", pb.name(), ": ", field,
+          "hardware ", QuoteInput(pb.name()), ": ", field,
           " must be a finite number of microseconds >= 0, got ", us));
     }
     *ns = UsToNs(us);
@@ -437,7 +448,7 @@ absl::StatusOr<Plan> PlanFromProto(const v1::Plan& pb, const Graph& g) {
 }
 
 v1::Plan PlanToProto(const Plan& plan, const Graph& g,
-                     const std::string& hardware_name) {
+                     const std::string& hardware_name, bool include_kept) {
   v1::Plan pb;
   pb.set_graph_name(g.name);
   pb.set_hardware_name(hardware_name);
@@ -445,6 +456,7 @@ v1::Plan PlanToProto(const Plan& plan, const Graph& g,
   pb.set_budget_bytes(plan.budget_bytes);
   for (int32_t t : g.index.saved) {
     const Decision& d = plan.decisions[t];
+    if (d.action == Action::kKeep && !include_kept) continue;
     v1::Decision* out = pb.add_decisions();
     out->set_tensor_id(g.tensors[t].external_id);
     out->set_tensor_name(g.tensors[t].name);

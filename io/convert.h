@@ -30,8 +30,11 @@ v1::HardwareProfile HardwareToProto(const Hardware& hw);
 
 // REQUIRES: g indexed. Tensor and op ids are the graph's external ids.
 absl::StatusOr<Plan> PlanFromProto(const v1::Plan& pb, const Graph& g);
+// A decision per saved activation, or only per moved one unless
+// `include_kept` (a tensor without a decision is kept).
 v1::Plan PlanToProto(const Plan& plan, const Graph& g,
-                     const std::string& hardware_name);
+                     const std::string& hardware_name,
+                     bool include_kept = true);
 
 v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g);
 

@@ -97,6 +97,17 @@ TEST(ConvertTest, NaNFlopsAreRejected) {
               HasSubstr("op 12 (mlp_up): cost.flops must be finite"));
 }
 
+TEST(ConvertTest, FlopsWithoutAKindAreRefusedNotIgnored) {
+  v1::OperatorGraph pb = Wire();
+  pb.mutable_ops(0)->mutable_cost()->set_kind(v1::OP_KIND_UNSPECIFIED);
+  pb.mutable_ops(0)->mutable_cost()->set_flops(5e9);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("op 12 (mlp_up): cost.flops is 5e+09 "
+                                     "but cost.kind is unset"));
+  // Memory bound on purpose: the FLOPs are informational.
+  pb.mutable_ops(0)->mutable_cost()->set_kind(v1::OP_KIND_MEMORY_BOUND);
+  EXPECT_TRUE(GraphFromProto(pb).ok());
+}
+
 TEST(ConvertTest, HardwareRoundTripsAndIsValidated) {
   absl::StatusOr<Hardware> hw = FindHardware("a100-80gb-pcie4");
   ASSERT_TRUE(hw.ok());

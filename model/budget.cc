@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/format.h"
 
 namespace slackswap {
 
@@ -17,7 +18,8 @@ int64_t Budget::Resolve(int64_t peak) const {
 }
 
 absl::StatusOr<Budget> ParseBudget(absl::string_view text) {
-  const std::string original(text);
+  // Echoed in errors: bounded, whatever the input.
+  const std::string original = ShortName(text);
   text = absl::StripAsciiWhitespace(text);
   size_t split = text.size();
   while (split > 0 && absl::ascii_isalpha(text[split - 1])) --split;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/format.h"
 
 namespace slackswap {
 namespace {
@@ -63,12 +64,20 @@ std::string DescribeCycle(const Graph& g,
       const int32_t dep = producer[in[next++]];
       if (dep == kNone) continue;
       if (color[dep] == 1) {
+        // The cycle may be as long as the graph: name a few ops of it.
+        constexpr size_t kShown = 8;
         std::vector<std::string> names;
+        size_t length = 1;
         for (int32_t at = op; at != dep && at != kNone; at = parent[at]) {
-          names.push_back(g.OpLabel(at));
+          if (names.size() < kShown) names.push_back(g.OpLabel(at));
+          ++length;
         }
-        names.push_back(g.OpLabel(dep));
-        return absl::StrJoin(names.rbegin(), names.rend(), " <- ");
+        const bool cut = length > kShown + 1;
+        std::string text =
+            absl::StrCat(g.OpLabel(dep), cut ? " <- ... <- " : " <- ",
+                         absl::StrJoin(names.rbegin(), names.rend(), " <- "));
+        if (cut) absl::StrAppend(&text, " (", length, " ops in all)");
+        return text;
       }
       if (color[dep] == 0) {
         color[dep] = 1;
@@ -128,7 +137,8 @@ std::string Graph::OpLabel(int32_t op) const {
   if (op < 0 || op >= static_cast<int32_t>(ops.size())) {
     return absl::StrCat("op #", op);
   }
-  return absl::StrCat("op ", ops[op].external_id, " (", ops[op].name, ")");
+  return absl::StrCat("op ", ops[op].external_id, " (", ShortName(ops[op].name),
+                      ")");
 }
 
 std::string Graph::TensorLabel(int32_t tensor) const {
@@ -136,7 +146,7 @@ std::string Graph::TensorLabel(int32_t tensor) const {
     return absl::StrCat("tensor #", tensor);
   }
   return absl::StrCat("tensor ", tensors[tensor].external_id, " (",
-                      tensors[tensor].name, ")");
+                      ShortName(tensors[tensor].name), ")");
 }
 
 absl::Status IndexGraph(Graph& g) {

@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 #include "model/graph.h"
 
@@ -759,7 +760,7 @@ absl::StatusOr<Attention> ParseAttention(absl::string_view s) {
   if (s == "flash") return Attention::kFlash;
   if (s == "unfused") return Attention::kUnfused;
   return absl::InvalidArgumentError(absl::StrCat(
-      "attention must be \"flash\" or \"unfused\", got \"", s, "\""));
+      "attention must be \"flash\" or \"unfused\", got ", QuoteInput(s)));
 }
 
 }  // namespace slackswap

@@ -9,15 +9,6 @@
 namespace slackswap {
 namespace {
 
-// Whether rebuilding something that reads t must rebuild t first.
-bool Dropped(const Graph& g, const Plan& plan, int32_t t) {
-  const GraphIndex& idx = g.index;
-  if (idx.producer[t] == kNone) return false;
-  if (g.ops[idx.producer[t]].phase != Phase::kForward) return false;
-  if (idx.is_saved[t]) return plan.decisions[t].action == Action::kRecompute;
-  return true;  // an unsaved forward tensor is freed after forward
-}
-
 // Rebuilding t re-runs its producer (each op once per chain, however many
 // outputs it restores) or its Rebuild recipe (each recipe once per chain),
 // then the same for every input that is dropped too. Walked with an explicit
@@ -29,27 +20,37 @@ int64_t Cost(const Graph& g, const OpDurations& d, const Plan& plan, int32_t t,
   while (!stack.empty()) {
     const int32_t x = stack.back();
     stack.pop_back();
-    const Tensor& tensor = g.tensors[x];
-    const std::vector<int32_t>* inputs;
-    if (tensor.rebuild.has_value()) {
+    if (g.tensors[x].rebuild.has_value()) {
       // Recipes are keyed apart from ops: -1 - tensor.
       if (!rebuilt.insert(-1 - x).second) continue;
       total = SaturatingAdd(total, d.rebuild_ns[x]);
-      inputs = &tensor.rebuild->inputs;
     } else {
       const int32_t p = g.index.producer[x];
       if (!rebuilt.insert(p).second) continue;
       total = SaturatingAdd(total, d.op_ns[p]);
-      inputs = &g.ops[p].inputs;
     }
-    for (int32_t in : *inputs) {
-      if (Dropped(g, plan, in)) stack.push_back(in);
+    for (int32_t in : RebuildInputs(g, x)) {
+      if (NeedsRebuild(g, plan, in)) stack.push_back(in);
     }
   }
   return total;
 }
 
 }  // namespace
+
+bool NeedsRebuild(const Graph& g, const Plan& plan, int32_t t) {
+  const GraphIndex& idx = g.index;
+  if (idx.producer[t] == kNone) return false;
+  if (g.ops[idx.producer[t]].phase != Phase::kForward) return false;
+  if (idx.is_saved[t]) return plan.decisions[t].action == Action::kRecompute;
+  return true;  // an unsaved forward tensor is freed after forward
+}
+
+const std::vector<int32_t>& RebuildInputs(const Graph& g, int32_t t) {
+  const Tensor& tensor = g.tensors[t];
+  if (tensor.rebuild.has_value()) return tensor.rebuild->inputs;
+  return g.ops[g.index.producer[t]].inputs;
+}
 
 int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
                         int32_t t) {

@@ -57,6 +57,14 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(
     const Graph& g, const Hardware& hw,
     const std::function<bool()>& stop = nullptr);
 
+// Whether rebuilding something that reads t must rebuild t first: t is a
+// forward tensor the plan drops (recomputed, or saved by nobody).
+bool NeedsRebuild(const Graph& g, const Plan& plan, int32_t t);
+
+// What rebuilding t reads: its Rebuild recipe's inputs, or its producer's.
+// REQUIRES: t is produced by an op.
+const std::vector<int32_t>& RebuildInputs(const Graph& g, int32_t t);
+
 // Compute time to rebuild tensor t under `plan`: its producer (or Rebuild
 // recipe) plus, down the chain, every input that is not resident then
 // (dropped by the plan, or a forward tensor nobody saved); shared links count

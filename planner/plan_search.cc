@@ -1,7 +1,10 @@
 #include "planner/internal/plan_search.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <queue>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +27,59 @@ absl::Status CheckStop(const PlanningContext& ctx) {
 
 }  // namespace
 
+namespace {
+
+// Makes a recompute of every swap in `plan` needed before any op could issue
+// its prefetch (`need` from FirstNeedOps; `earliest` the first op that may
+// issue it). Rebuilding a converted tensor reads its chain's swapped inputs
+// at its own need, so they may fail too: a worklist, the earliest need first,
+// settles the whole cascade in one pass instead of one lowering per link.
+// Returns whether anything changed.
+template <typename Earliest>
+bool ConvertUnprefetchableSwaps(const Graph& g, const Earliest& earliest,
+                                std::vector<int32_t>& need, Plan& plan) {
+  using Item = std::pair<int32_t, int32_t>;  // (need, tensor)
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> work;
+  auto convert = [&](int32_t t) {
+    Decision& d = plan.decisions[t];
+    d.action = Action::kRecompute;
+    d.prefetch_after_op = kNone;
+    work.push({need[t], t});
+  };
+  for (size_t i = 0; i < plan.decisions.size(); ++i) {
+    const int32_t t = static_cast<int32_t>(i);
+    if (plan.decisions[t].action != Action::kSwap) continue;
+    if (need[t] == kNone) need[t] = g.index.first_bwd_use[t];
+    if (need[t] - 1 < earliest(t)) convert(t);
+  }
+  if (work.empty()) return false;
+  std::vector<bool> walked(g.tensors.size(), false);
+  std::vector<int32_t> chain;
+  while (!work.empty()) {
+    const auto [at, t] = work.top();
+    work.pop();
+    if (walked[t]) continue;
+    walked[t] = true;
+    chain.assign(1, t);
+    while (!chain.empty()) {
+      const int32_t x = chain.back();
+      chain.pop_back();
+      for (int32_t in : RebuildInputs(g, x)) {
+        if (plan.decisions[in].action == Action::kSwap) {
+          need[in] = std::min(need[in] == kNone ? at : need[in], at);
+          if (need[in] - 1 < earliest(in)) convert(in);
+        } else if (NeedsRebuild(g, plan, in) && !walked[in]) {
+          walked[in] = true;
+          chain.push_back(in);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
   const Graph& g = ctx.graph;
   const StepAnalysis& a = ctx.analysis;
@@ -37,28 +93,20 @@ absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
   };
   // A swap needed before any op could issue its prefetch has no room for a
   // round trip: it becomes a recompute. That can pull other swapped tensors'
-  // needs earlier (its chain may read them), so repeat until none changes.
+  // needs earlier (its chain may read them); the lowering confirms the needs
+  // until none changes (once or twice: the worklist follows the chains).
   std::vector<int32_t> need;
-  std::vector<int32_t> swapped;
-  for (bool changed = true; changed;) {
+  do {
     SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
     SLACKSWAP_ASSIGN_OR_RETURN(
         need, FirstNeedOps(g, plan, a.durations, ctx.Lowering()));
-    swapped.clear();
-    changed = false;
-    for (size_t i = 0; i < plan.decisions.size(); ++i) {
-      const int32_t t = static_cast<int32_t>(i);
-      Decision& d = plan.decisions[t];
-      if (d.action != Action::kSwap) continue;
-      if (need[t] == kNone) need[t] = g.index.first_bwd_use[t];
-      if (need[t] - 1 < earliest(t)) {
-        d.action = Action::kRecompute;
-        d.prefetch_after_op = kNone;
-        changed = true;
-      } else {
-        swapped.push_back(t);
-      }
-    }
+  } while (ConvertUnprefetchableSwaps(g, earliest, need, plan));
+  std::vector<int32_t> swapped;
+  for (size_t i = 0; i < plan.decisions.size(); ++i) {
+    const int32_t t = static_cast<int32_t>(i);
+    if (plan.decisions[t].action != Action::kSwap) continue;
+    if (need[t] == kNone) need[t] = g.index.first_bwd_use[t];
+    swapped.push_back(t);
   }
   std::sort(swapped.begin(), swapped.end(), [&](int32_t x, int32_t y) {
     return std::pair(need[x], x) < std::pair(need[y], y);
@@ -312,6 +360,7 @@ absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
         d.action == Action::kRecompute
             ? RecomputeCostNs(ctx.graph, a.durations, plan, c.tensor, &rebuilt)
             : c.recompute_ns;
+    if (!ctx.explain) continue;
     const std::string facts = absl::StrCat(
         FormatBytes(c.bytes), "; copies ", FormatMs(c.d2h_ns), " out + ",
         FormatMs(c.h2d_ns), " back; rebuild ", FormatMs(d.recompute_ns),
@@ -321,9 +370,9 @@ absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
         d.reason = absl::StrCat("keep: ", facts, "; ", why_keep);
         break;
       case Action::kSwap:
-        d.reason =
-            absl::StrCat("swap: ", facts, "; ", why_swap, "; prefetch when ",
-                         ctx.graph.ops[d.prefetch_after_op].name, " starts");
+        d.reason = absl::StrCat(
+            "swap: ", facts, "; ", why_swap, "; prefetch when ",
+            ShortName(ctx.graph.ops[d.prefetch_after_op].name), " starts");
         break;
       case Action::kRecompute:
         d.reason = absl::StrCat("recompute: ", facts, "; ", why_recompute);

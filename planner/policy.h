@@ -37,6 +37,8 @@ struct PlanningContext {
   int64_t budget_bytes = 0;
   // Polled inside search loops: true stops planning with CANCELLED.
   std::function<bool()> should_stop;
+  // Write each decision's reason (text); the sizes and costs are always set.
+  bool explain = true;
   // Bound on the recompute tasks one plan's lowering may make.
   int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
 

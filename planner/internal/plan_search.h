@@ -63,7 +63,8 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
 absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
                                               Judged judged);
 
-// Annotates each decision with its sizes and costs and a one-line reason. A
+// Annotates each decision with its sizes and costs and, when ctx.explain, a
+// one-line reason. A
 // recomputed tensor's cost is its chain, each op counted for the first
 // tensor (in backward order) that re-runs it; kept and swapped tensors show
 // what rebuilding them alone would cost. CANCELLED if ctx says stop.
