@@ -6,9 +6,12 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/mutex.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
 #include "io/proto_file.h"
 
 namespace slackswap {
@@ -46,6 +49,34 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
   return diff == 0;
+}
+
+// Parses raw request bytes into `msg`; INVALID_ARGUMENT naming the message
+// type when they are not one.
+absl::Status ParseRequest(const grpc::ByteBuffer& raw,
+                          google::protobuf::Message* msg) {
+  grpc::ByteBuffer bytes(raw);  // shares the slices; the reader needs it
+  grpc::ProtoBufferReader reader(&bytes);
+  if (!msg->ParseFromZeroCopyStream(&reader)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request is not a valid ", msg->GetDescriptor()->full_name(), " (",
+        bytes.Length(), " bytes that the protobuf parser refused)"));
+  }
+  return absl::OkStatus();
+}
+
+// `msg` serialized into `out`.
+void SetResponse(const google::protobuf::Message& msg, grpc::ByteBuffer* out) {
+  bool own_buffer = false;
+  (void)grpc::GenericSerialize<grpc::ProtoBufferWriter,
+                               google::protobuf::Message>(msg, out,
+                                                          &own_buffer);
+}
+
+// Bytes already serialized, into `out`.
+void SetResponse(const std::string& bytes, grpc::ByteBuffer* out) {
+  grpc::Slice slice(bytes);
+  *out = grpc::ByteBuffer(&slice, 1);
 }
 
 // Requests up to this size are looked up in the cache on the gRPC thread.
@@ -114,8 +145,10 @@ grpc::Status PlannerService::Authorize(grpc::CallbackServerContext* ctx) const {
   auto it = md.find("authorization");
   if (it != md.end()) {
     absl::string_view value(it->second.data(), it->second.size());
-    if (absl::ConsumePrefix(&value, "Bearer ") &&
-        SameSecret(value, options_.auth_token)) {
+    // The scheme is case-insensitive (RFC 7235), the token is not.
+    constexpr absl::string_view kScheme = "bearer ";
+    if (absl::StartsWithIgnoreCase(value, kScheme) &&
+        SameSecret(value.substr(kScheme.size()), options_.auth_token)) {
       return grpc::Status::OK;
     }
   }
@@ -149,6 +182,7 @@ grpc::Status PlannerService::AfterSubmit(const char* method, bool queued) {
 
 grpc::ServerUnaryReactor* PlannerService::RunUnary(
     const char* method, grpc::CallbackServerContext* ctx,
+    const absl::Status& parsed,
     std::function<absl::Status(const StopFn&, std::string* detail)> work,
     std::function<bool(std::string* detail)> answer_now) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -161,6 +195,10 @@ grpc::ServerUnaryReactor* PlannerService::RunUnary(
   };
   if (grpc::Status auth = Authorize(ctx); !auth.ok()) {
     finish(std::move(auth), "");
+    return reactor;
+  }
+  if (!parsed.ok()) {
+    finish(ToGrpcStatus(parsed, ctx), "unparsable request");
     return reactor;
   }
   // What the quick answer learned (a cache miss) goes on the log line too.
@@ -189,20 +227,19 @@ grpc::ServerUnaryReactor* PlannerService::RunUnary(
 }
 
 grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
-                                               const v1::PlanRequest* req,
-                                               v1::PlanResponse* resp) {
+                                               const grpc::ByteBuffer* raw,
+                                               grpc::ByteBuffer* resp) {
+  auto req = std::make_shared<v1::PlanRequest>();
+  const absl::Status parsed = ParseRequest(*raw, req.get());
   // Schedulers ask the same question again and again: the deterministic
-  // serialization of the request is the key. Small requests (built-in
-  // workloads) are looked up on the gRPC thread, so a hit does not wait
-  // behind planning calls in the queue; large inline graphs are keyed on the
-  // worker.
-  auto answer_from_cache = [this, req, resp](const std::string& key,
-                                             std::string* detail) {
+  // serialization of the request is the key, and the cache holds the answer
+  // as a hit is served (cache_hit set, no server time), in bytes. Small
+  // requests (built-in workloads) are looked up on the gRPC thread, so a hit
+  // does not wait behind planning calls in the queue; large inline graphs
+  // are keyed on the worker.
+  auto answer_from_cache = [this, resp](const std::string& key,
+                                        std::string* detail) {
     std::optional<std::string> hit = cache_.Lookup(key);
-    if (hit.has_value() && !resp->ParseFromString(*hit)) {
-      cache_.Discard(key);  // a miss after all, for the cache's counts too
-      hit.reset();
-    }
     if (!hit.has_value()) {
       metrics_->CacheMiss();
       *detail = "cache=miss";
@@ -210,11 +247,10 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
     }
     metrics_->CacheHit();
     *detail = "cache=hit";
-    resp->set_cache_hit(true);
-    resp->set_server_seconds(0);
+    SetResponse(*hit, resp);
     return true;
   };
-  const bool cached = cache_.capacity_bytes() > 0;
+  const bool cached = parsed.ok() && cache_.capacity_bytes() > 0;
   const bool small = cached && req->ByteSizeLong() <= kLookUpOnGrpcThreadBytes;
   // The key is computed once: small requests are keyed here, on the gRPC
   // thread, large ones on the worker. Shared by the two lambdas; the quick
@@ -229,7 +265,7 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
     };
   }
   return RunUnary(
-      "Plan", ctx,
+      "Plan", ctx, parsed,
       [this, req, resp, small, key, answer_from_cache](const StopFn& stop,
                                                        std::string* detail) {
         if (key != nullptr && !small) {
@@ -238,9 +274,11 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
         }
         absl::StatusOr<v1::PlanResponse> out = core_.PlanStep(*req, stop);
         if (!out.ok()) return out.status();
-        *resp = *std::move(out);
+        SetResponse(*out, resp);
         if (key != nullptr) {
-          cache_.Insert(std::move(*key), resp->SerializeAsString());
+          out->set_cache_hit(true);
+          out->set_server_seconds(0);
+          cache_.Insert(std::move(*key), out->SerializeAsString());
         }
         return absl::OkStatus();
       },
@@ -248,64 +286,73 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
 }
 
 grpc::ServerUnaryReactor* PlannerService::Simulate(
-    grpc::CallbackServerContext* ctx, const v1::SimulateRequest* req,
-    v1::SimulateResponse* resp) {
-  return RunUnary("Simulate", ctx,
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* resp) {
+  auto req = std::make_shared<v1::SimulateRequest>();
+  const absl::Status parsed = ParseRequest(*raw, req.get());
+  return RunUnary("Simulate", ctx, parsed,
                   [this, req, resp](const StopFn& stop, std::string*) {
                     absl::StatusOr<v1::SimulateResponse> out =
                         core_.SimulateStep(*req, stop);
                     if (!out.ok()) return out.status();
-                    *resp = *std::move(out);
+                    SetResponse(*out, resp);
                     return absl::OkStatus();
                   });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ListHardwareProfiles(
-    grpc::CallbackServerContext* ctx, const v1::ListHardwareProfilesRequest*,
-    v1::ListHardwareProfilesResponse* resp) {
-  return RunUnary("ListHardwareProfiles", ctx,
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* resp) {
+  v1::ListHardwareProfilesRequest req;
+  return RunUnary("ListHardwareProfiles", ctx, ParseRequest(*raw, &req),
                   [this, resp](const StopFn&, std::string*) {
-                    *resp = core_.ListHardwareProfiles();
+                    SetResponse(core_.ListHardwareProfiles(), resp);
                     return absl::OkStatus();
                   });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ListWorkloads(
-    grpc::CallbackServerContext* ctx, const v1::ListWorkloadsRequest*,
-    v1::ListWorkloadsResponse* resp) {
-  return RunUnary(
-      "ListWorkloads", ctx, [this, resp](const StopFn&, std::string*) {
-        absl::StatusOr<v1::ListWorkloadsResponse> out = core_.ListWorkloads();
-        if (!out.ok()) return out.status();
-        *resp = *std::move(out);
-        return absl::OkStatus();
-      });
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* resp) {
+  v1::ListWorkloadsRequest req;
+  return RunUnary("ListWorkloads", ctx, ParseRequest(*raw, &req),
+                  [this, resp](const StopFn&, std::string*) {
+                    absl::StatusOr<v1::ListWorkloadsResponse> out =
+                        core_.ListWorkloads();
+                    if (!out.ok()) return out.status();
+                    SetResponse(*out, resp);
+                    return absl::OkStatus();
+                  });
 }
 
 grpc::ServerUnaryReactor* PlannerService::GetWorkload(
-    grpc::CallbackServerContext* ctx, const v1::GetWorkloadRequest* req,
-    v1::GetWorkloadResponse* resp) {
-  return RunUnary(
-      "GetWorkload", ctx, [this, req, resp](const StopFn&, std::string*) {
-        absl::StatusOr<v1::GetWorkloadResponse> out = core_.GetWorkload(*req);
-        if (!out.ok()) return out.status();
-        *resp = *std::move(out);
-        return absl::OkStatus();
-      });
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* resp) {
+  auto req = std::make_shared<v1::GetWorkloadRequest>();
+  const absl::Status parsed = ParseRequest(*raw, req.get());
+  return RunUnary("GetWorkload", ctx, parsed,
+                  [this, req, resp](const StopFn&, std::string*) {
+                    absl::StatusOr<v1::GetWorkloadResponse> out =
+                        core_.GetWorkload(*req);
+                    if (!out.ok()) return out.status();
+                    SetResponse(*out, resp);
+                    return absl::OkStatus();
+                  });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ServerInfo(
-    grpc::CallbackServerContext* ctx, const v1::ServerInfoRequest*,
-    v1::ServerInfoResponse* resp) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* resp) {
+  v1::ServerInfoRequest req;
   // Fixed at start-up: answered on the gRPC thread.
   return RunUnary(
-      "ServerInfo", ctx,
+      "ServerInfo", ctx, ParseRequest(*raw, &req),
       [this, resp](const StopFn&, std::string*) {
-        *resp = info_;
+        SetResponse(info_, resp);
         return absl::OkStatus();
       },
       [this, resp](std::string*) {
-        *resp = info_;
+        SetResponse(info_, resp);
         return true;
       });
 }
@@ -314,18 +361,21 @@ grpc::ServerUnaryReactor* PlannerService::ServerInfo(
 // messages; one write is in flight at a time; the call finishes once the
 // worker is done and every queued message is written.
 class PlannerService::SweepReactor
-    : public grpc::ServerWriteReactor<v1::SweepResponse> {
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   SweepReactor(PlannerService* service, grpc::CallbackServerContext* ctx,
-               const v1::SweepRequest* req)
+               const grpc::ByteBuffer* raw)
       : service_(service),
         ctx_(ctx),
-        req_(req),
         start_(Clock::now()),
         limit_(service->TimeLimit()) {
     service_->metrics_->RequestStarted();
     if (grpc::Status auth = service_->Authorize(ctx); !auth.ok()) {
       Done(std::move(auth));
+      return;
+    }
+    if (absl::Status parsed = ParseRequest(*raw, &req_); !parsed.ok()) {
+      Done(ToGrpcStatus(parsed, ctx));
       return;
     }
     const bool queued = service_->pool_.TrySubmit([this] { Work(); });
@@ -352,11 +402,13 @@ class PlannerService::SweepReactor
       return ctx_->IsCancelled() || Clock::now() >= limit_;
     };
     absl::Status s = service_->core_.SweepBudgets(
-        *req_, stop, [this](const v1::SweepResponse& msg) {
+        req_, stop, [this](const v1::SweepResponse& msg) {
+          grpc::ByteBuffer bytes;
+          SetResponse(msg, &bytes);
           {
             MutexLock lock(&mu_);
             if (client_gone_) return false;
-            pending_.push_back(msg);
+            pending_.push_back(std::move(bytes));
           }
           Pump();
           return true;
@@ -378,7 +430,7 @@ class PlannerService::SweepReactor
   // Never holds mu_ across a gRPC call: Finish may run OnDone, which deletes
   // this, on another thread.
   void Pump(std::optional<grpc::Status> outcome = std::nullopt) {
-    const v1::SweepResponse* next = nullptr;
+    const grpc::ByteBuffer* next = nullptr;
     bool finish = false;
     grpc::Status status;
     {
@@ -409,13 +461,14 @@ class PlannerService::SweepReactor
   // Immutable after construction.
   PlannerService* const service_;
   grpc::CallbackServerContext* const ctx_;
-  const v1::SweepRequest* const req_;
   const Clock::time_point start_;
   const Clock::time_point limit_;
+  // Parsed in the constructor, read by the worker.
+  v1::SweepRequest req_;
 
   Mutex mu_;
-  std::deque<v1::SweepResponse> pending_ ABSL_GUARDED_BY(mu_);
-  v1::SweepResponse current_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
@@ -423,9 +476,9 @@ class PlannerService::SweepReactor
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-grpc::ServerWriteReactor<v1::SweepResponse>* PlannerService::Sweep(
-    grpc::CallbackServerContext* ctx, const v1::SweepRequest* req) {
-  return new SweepReactor(this, ctx, req);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* PlannerService::Sweep(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw) {
+  return new SweepReactor(this, ctx, raw);
 }
 
 }  // namespace slackswap

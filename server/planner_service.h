@@ -1,9 +1,15 @@
 // The slackswap.v1.Planner gRPC service on the callback API: handlers are
-// thin. Each call is checked (auth), answered from the plan cache when it
-// can be, or queued on the fixed worker pool, which runs the planning core;
-// gRPC's threads never plan. A full queue answers RESOURCE_EXHAUSTED at
-// once. Cancellation and deadlines reach the planner's and simulator's loops
-// through the core's stop function.
+// thin. Each call is checked (auth), its request parsed, answered from the
+// plan cache when it can be, or queued on the fixed worker pool, which runs
+// the planning core; gRPC's threads never plan. A full queue answers
+// RESOURCE_EXHAUSTED at once. Cancellation and deadlines reach the planner's
+// and simulator's loops through the core's stop function.
+//
+// Every method is registered raw (bytes in, bytes out): the service parses
+// each request itself, so bytes that are not the method's request message
+// get INVALID_ARGUMENT saying so, counted and logged like any other call
+// (gRPC's own parser would answer a bare UNIMPLEMENTED, before any handler
+// runs), and cached answers go out as the stored bytes.
 //
 //   ServiceMetrics metrics("0.1.0", "abc1234");
 //   PlannerService service(ServiceOptions{}, &metrics);
@@ -44,7 +50,17 @@ struct ServiceOptions {
   CoreLimits limits;
 };
 
-class PlannerService final : public v1::Planner::CallbackService {
+// The Planner service with every method taking and giving raw bytes.
+using RawPlannerService = v1::Planner::WithRawCallbackMethod_Plan<
+    v1::Planner::WithRawCallbackMethod_Sweep<
+        v1::Planner::WithRawCallbackMethod_Simulate<
+            v1::Planner::WithRawCallbackMethod_ListHardwareProfiles<
+                v1::Planner::WithRawCallbackMethod_ListWorkloads<
+                    v1::Planner::WithRawCallbackMethod_GetWorkload<
+                        v1::Planner::WithRawCallbackMethod_ServerInfo<
+                            v1::Planner::Service>>>>>>>;
+
+class PlannerService final : public RawPlannerService {
  public:
   // REQUIRES: metrics and log outlive the service.
   PlannerService(const ServiceOptions& options, ServiceMetrics* metrics,
@@ -52,26 +68,25 @@ class PlannerService final : public v1::Planner::CallbackService {
   ~PlannerService() override;
 
   grpc::ServerUnaryReactor* Plan(grpc::CallbackServerContext* ctx,
-                                 const v1::PlanRequest* req,
-                                 v1::PlanResponse* resp) override;
-  grpc::ServerWriteReactor<v1::SweepResponse>* Sweep(
-      grpc::CallbackServerContext* ctx, const v1::SweepRequest* req) override;
+                                 const grpc::ByteBuffer* req,
+                                 grpc::ByteBuffer* resp) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Sweep(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req) override;
   grpc::ServerUnaryReactor* Simulate(grpc::CallbackServerContext* ctx,
-                                     const v1::SimulateRequest* req,
-                                     v1::SimulateResponse* resp) override;
+                                     const grpc::ByteBuffer* req,
+                                     grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ListHardwareProfiles(
-      grpc::CallbackServerContext* ctx,
-      const v1::ListHardwareProfilesRequest* req,
-      v1::ListHardwareProfilesResponse* resp) override;
-  grpc::ServerUnaryReactor* ListWorkloads(
-      grpc::CallbackServerContext* ctx, const v1::ListWorkloadsRequest* req,
-      v1::ListWorkloadsResponse* resp) override;
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
+      grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* ListWorkloads(grpc::CallbackServerContext* ctx,
+                                          const grpc::ByteBuffer* req,
+                                          grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* GetWorkload(grpc::CallbackServerContext* ctx,
-                                        const v1::GetWorkloadRequest* req,
-                                        v1::GetWorkloadResponse* resp) override;
+                                        const grpc::ByteBuffer* req,
+                                        grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* ctx,
-                                       const v1::ServerInfoRequest* req,
-                                       v1::ServerInfoResponse* resp) override;
+                                       const grpc::ByteBuffer* req,
+                                       grpc::ByteBuffer* resp) override;
 
   // Drains the worker pool. REQUIRES: the gRPC server is shut down.
   void Shutdown();
@@ -91,11 +106,13 @@ class PlannerService final : public v1::Planner::CallbackService {
   // Updates the queue depth after a TrySubmit; when it was refused (the
   // queue is full), counts the rejection and returns RESOURCE_EXHAUSTED.
   grpc::Status AfterSubmit(const char* method, bool queued);
-  // Runs `work` on the pool and finishes the call with its status. If
+  // Finishes the call with `parsed` if the request did not parse; else runs
+  // `work` on the pool and finishes the call with its status. If
   // `answer_now` (run on the gRPC thread, after auth) returns true, the call
   // is answered OK at once instead.
   grpc::ServerUnaryReactor* RunUnary(
       const char* method, grpc::CallbackServerContext* ctx,
+      const absl::Status& parsed,
       std::function<absl::Status(const StopFn&, std::string* detail)> work,
       std::function<bool(std::string* detail)> answer_now = nullptr);
 

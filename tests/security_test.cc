@@ -94,11 +94,12 @@ const Pki& Certificates() {
 
 v1::ListWorkloadsResponse CallOrStatus(std::shared_ptr<grpc::Channel> channel,
                                        grpc::Status* status,
-                                       const std::string& token = "") {
+                                       const std::string& token = "",
+                                       const std::string& scheme = "Bearer") {
   auto stub = v1::Planner::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  if (!token.empty()) ctx.AddMetadata("authorization", scheme + " " + token);
   v1::ListWorkloadsResponse resp;
   *status = stub->ListWorkloads(&ctx, v1::ListWorkloadsRequest(), &resp);
   return resp;
@@ -195,6 +196,15 @@ TEST(SecurityTest, BearerTokenIsRequiredWhenConfigured) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   CallOrStatus(channel, &s, "s3cret-token");
   EXPECT_TRUE(s.ok()) << s.error_message();
+  // The scheme is case-insensitive (RFC 7235); the token is not.
+  CallOrStatus(channel, &s, "s3cret-token", "bearer");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  CallOrStatus(channel, &s, "s3cret-token", "BEARER");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  CallOrStatus(channel, &s, "S3CRET-TOKEN", "bearer");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  CallOrStatus(channel, &s, "s3cret-token", "Basic");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
 
   // Streams too.
   {
