@@ -2,13 +2,18 @@
 // names the problem, never a crash, a hang or unbounded work. The transport
 // cases (oversized and truncated messages, abandoned streams) are in
 // tests/hostile_service_test.cc against a real slackswapd.
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/planning_core.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "io/convert.h"
+#include "model/hardware.h"
+#include "testing/hostile_graphs.h"
 
 namespace slackswap {
 namespace {
@@ -222,6 +227,172 @@ TEST(HostileInputTest, TooManyTimelinePointsOrSweepPoints) {
       sweep, {}, [](const v1::SweepResponse&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(s.message()), HasSubstr("exceed the limit of 1000"));
+}
+
+// --- Hostile shapes --------------------------------------------------------
+
+// The server's limits (slackswapd's defaults).
+CoreLimits ServerLimits() {
+  CoreLimits limits;
+  limits.max_request_bytes = int64_t{320} << 20;
+  limits.max_request_seconds = 120;
+  return limits;
+}
+
+v1::StepSpec Inline(const v1::OperatorGraph& g) {
+  v1::StepSpec step;
+  *step.mutable_graph_inline() = g;
+  step.set_hardware_name("a100-80gb-pcie4");
+  return step;
+}
+
+// Sanitizers slow everything down several times; the bound is the release
+// build's, scaled.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kSlowdown = 5;
+#else
+constexpr double kSlowdown = 1;
+#endif
+
+TEST(HostileInputTest, AMillionOpChainIsRefusedByItsEstimatedCost) {
+  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  ASSERT_EQ(g.ops_size(), 1'000'000);
+  const PlanningCore core{ServerLimits()};
+  v1::PlanRequest plan;
+  *plan.mutable_step() = Inline(g);
+  plan.set_budget_fraction(0.5);
+  const auto started = std::chrono::steady_clock::now();
+  absl::Status s = core.PlanStep(plan, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("the graph (1000000 ops, 500000 tensors): planning it "
+                        "needs an estimated"));
+  v1::SimulateRequest sim;
+  *sim.mutable_step() = Inline(g);
+  s = core.SimulateStep(sim, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  v1::SweepRequest sweep;
+  *sweep.mutable_step() = Inline(g);
+  s = core.SweepBudgets(sweep, {},
+                        [](const v1::SweepResponse&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  // Refused before any planning: converting the graph is all it cost.
+  EXPECT_LT(std::chrono::steady_clock::now() - started,
+            std::chrono::duration<double>(10 * kSlowdown));
+}
+
+TEST(HostileInputTest, AMillionOpChainRecomputedWholeSimulatesWithoutLimits) {
+  // Every link dropped: the first backward op rebuilds the whole chain, a
+  // walk as deep as the graph (it once overflowed the stack).
+  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  const PlanningCore core{CoreLimits{}};
+  v1::SimulateRequest sim;
+  *sim.mutable_step() = Inline(g);
+  *sim.mutable_plan() = testing::RecomputeEverything(g);
+  absl::StatusOr<v1::SimulateResponse> r = core.SimulateStep(sim, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->result().feasible());
+  EXPECT_EQ(r->result().recomputed_tensors(), 500'000);
+  // The last link is rebuilt from the first: 499,999 links re-run before it.
+  EXPECT_EQ(r->result().recompute_ns(), int64_t{500'000} * 1000);
+}
+
+TEST(HostileInputTest, AStopFunctionIsHeardWithin100MsWhateverTheShape) {
+  struct Shape {
+    const char* name;
+    v1::OperatorGraph graph;
+    std::vector<std::string> policies;  // empty: all
+  };
+  const std::vector<Shape> shapes = {
+      {"a chain of 200,000 links, every policy",
+       testing::ChainGraph(200'000),
+       {}},
+      {"a forward chain of 400,000 ops",
+       testing::ForwardChainGraph(400'000),
+       {"slackswap", "recompute_only"}},
+      {"a fan-out of 200,000", testing::FanOutGraph(200'000), {}},
+      {"an input listed 1,000,000 times",
+       testing::DuplicateInputGraph(1'000'000),
+       {}},
+  };
+  const PlanningCore core{CoreLimits{}};
+  const auto deadline_after = std::chrono::milliseconds(300);
+  for (const Shape& shape : shapes) {
+    v1::PlanRequest req;
+    *req.mutable_step() = Inline(shape.graph);
+    req.set_budget_fraction(0.3);
+    for (const std::string& p : shape.policies) req.add_policies(p);
+    const auto started = std::chrono::steady_clock::now();
+    const auto deadline = started + deadline_after;
+    absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, [deadline] {
+      return std::chrono::steady_clock::now() >= deadline;
+    });
+    const auto late = std::chrono::steady_clock::now() - deadline;
+    EXPECT_TRUE(r.ok() || r.status().code() == absl::StatusCode::kCancelled ||
+                r.status().code() == absl::StatusCode::kFailedPrecondition)
+        << shape.name << ": " << r.status();
+    EXPECT_LT(late, std::chrono::duration<double>(0.1 * kSlowdown))
+        << shape.name << " answered "
+        << std::chrono::duration<double>(late).count() << " s after the stop";
+  }
+  // A sweep of 1,000 points.
+  v1::SweepRequest sweep;
+  sweep.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  sweep.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  sweep.set_from(0.001);
+  sweep.set_to(1.0);
+  sweep.set_step_fraction(0.001);
+  sweep.add_policies("slackswap");
+  const auto deadline = std::chrono::steady_clock::now() + deadline_after;
+  absl::Status s = core.SweepBudgets(
+      sweep,
+      [deadline] { return std::chrono::steady_clock::now() >= deadline; },
+      [](const v1::SweepResponse&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_LT(std::chrono::steady_clock::now() - deadline,
+            std::chrono::duration<double>(0.1 * kSlowdown));
+}
+
+TEST(HostileInputTest, PolicyNamesAreDeduplicatedAndCapped) {
+  const PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Request(Tiny());
+  req.set_budget_fraction(3.0);
+  for (int i = 0; i < 50; ++i) req.add_policies("slackswap");
+  absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->report().results_size(), 1);
+  for (int i = 0; i < 3000; ++i) req.add_policies("slackswap");
+  Check(req, {absl::StatusCode::kInvalidArgument,
+              "policies: 3051 names; at most 64"});
+}
+
+TEST(HostileInputTest, LongNamesAreNotEchoedWhole) {
+  v1::PlanRequest req = Request(Tiny());
+  req.mutable_step()->set_hardware_name(std::string(20'000, 'h'));
+  const PlanningCore core{CoreLimits{}};
+  absl::Status s = core.PlanStep(req, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(s.message().size(), 400u) << s.message().substr(0, 500);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(20000 bytes)"));
+  req = Request(Tiny());
+  req.mutable_step()->mutable_graph_inline()->mutable_ops(1)->set_name(
+      std::string(20'000, 'o'));
+  req.mutable_step()->mutable_graph_inline()->mutable_ops(1)->add_input_ids(99);
+  s = core.PlanStep(req, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(s.message().size(), 400u) << s.message().substr(0, 500);
+}
+
+TEST(HostileInputTest, LinkRatesBeyondPhysicsAreNamed) {
+  v1::PlanRequest req = Request(Tiny());
+  absl::StatusOr<Hardware> a100 = FindHardware("a100-80gb-pcie4");
+  ASSERT_TRUE(a100.ok());
+  v1::HardwareProfile hw = HardwareToProto(*a100);
+  hw.set_d2h_gbps(1e-300);
+  hw.set_h2d_gbps(1e-300);
+  *req.mutable_step()->mutable_hardware_inline() = hw;
+  Check(req, {absl::StatusCode::kInvalidArgument,
+              "h2d_gbps must be in [0.001, 100000] GB/s, got 1e-300"});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/format.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "core/admission.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
 #include "model/budget.h"
@@ -148,6 +149,29 @@ absl::Status LowestBudgetError(const PlanningContext& ctx,
 PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer)
     : limits_(limits), observer_(observer) {}
 
+absl::Status PlanningCore::CheckRequestCost(
+    const Graph& g, const google::protobuf::Message& req, double plans) const {
+  if (limits_.max_request_bytes <= 0 && limits_.max_request_seconds <= 0) {
+    return absl::OkStatus();
+  }
+  // A parsed request takes about 12 times its wire size in memory (measured
+  // on graphs of 10^3 to 10^6 ops).
+  const int64_t held = 12 * static_cast<int64_t>(req.ByteSizeLong());
+  return CheckCost(EstimateCost(g, held, plans), limits_.max_request_bytes,
+                   limits_.max_request_seconds,
+                   absl::StrCat("the graph (", g.ops.size(), " ops, ",
+                                g.tensors.size(), " tensors)"));
+}
+
+PlanningContext PlanningCore::Context(const Graph& g, const Hardware& hw,
+                                      const StepAnalysis& analysis,
+                                      int64_t budget,
+                                      const StopFn& stop) const {
+  PlanningContext ctx{g, hw, analysis, budget, stop};
+  ctx.max_recompute_tasks = limits_.max_recompute_tasks;
+  return ctx;
+}
+
 absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
     const v1::PlanRequest& req, const StopFn& stop) const {
   Stopwatch watch;
@@ -164,11 +188,14 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph;
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
+  double plans = 0;
+  for (const PolicyInfo* policy : policies) plans += policy->relative_cost;
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
 
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
                              AnalyzeStep(g, step.hw, stop));
-  PlanningContext ctx{g, step.hw, analysis, budget, stop};
+  PlanningContext ctx = Context(g, step.hw, analysis, budget, stop);
   ctx.explain = req.include_reasons();
   const PolicyRunner runner{ctx, observer_};
   SimOptions report;
@@ -350,11 +377,20 @@ absl::Status PlanningCore::SweepBudgets(
     const std::function<bool(const v1::SweepResponse&)>& emit) const {
   SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec, ResolveSweep(req, limits_));
   const Graph& g = spec.step.graph;
+  double plans = 0;
+  for (const PolicyInfo* policy : spec.policies) {
+    plans += policy->relative_cost;
+  }
+  // Every point, and a bisection (about 12 plannings) per target answer.
+  plans *=
+      static_cast<double>(spec.fractions.size()) + (spec.target > 0 ? 12 : 0);
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
                              AnalyzeStep(g, spec.step.hw, stop));
-  PlanningContext ctx{g, spec.step.hw, analysis,
-                      std::max<int64_t>(1, g.index.saved_bytes), stop};
+  PlanningContext ctx =
+      Context(g, spec.step.hw, analysis,
+              std::max<int64_t>(1, g.index.saved_bytes), stop);
   ctx.explain = false;  // sweep points carry no plans
   const PolicyRunner runner{ctx, observer_};
   const Emit send = [&](const v1::SweepResponse& r) -> absl::Status {
@@ -375,6 +411,8 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph;
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
+  // One simulation costs about what planning `ideal` does.
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, /*plans=*/0.25));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   slackswap::Plan plan = slackswap::Plan::KeepAll(g);
   if (req.has_plan()) {
@@ -397,6 +435,7 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
   opts.record_timeline = req.timeline_points() > 0;
   opts.record_events = req.include_events();
   opts.should_stop = stop;
+  opts.max_recompute_tasks = limits_.max_recompute_tasks;
   absl::StatusOr<SimResult> r = slackswap::Simulate(g, step.hw, plan, opts);
   if (!r.ok()) return InField("plan", r.status());
   v1::SimulateResponse resp;

@@ -21,6 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "model/transformer.h"
+#include "planner/policy.h"
+#include "sim/schedule.h"
 #include "slackswap/v1/planner_service.pb.h"
 
 namespace slackswap {
@@ -35,6 +37,13 @@ struct CoreLimits {
   int32_t max_sweep_points = 1'000;
   // Events grow with the graph; refused above this many ops.
   int64_t max_event_ops = 200'000;
+  // A request whose estimated memory or planning time (core/admission.h)
+  // exceeds these is refused up front; 0: no limit.
+  int64_t max_request_bytes = 0;
+  double max_request_seconds = 0;
+  // Recompute tasks one plan's lowering may make (chains rebuilt again and
+  // again can make many more than the graph has ops).
+  int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
 };
 
 // What the server wants to measure; every method has a no-op default.
@@ -79,6 +88,16 @@ class PlanningCore {
       const v1::GetWorkloadRequest& req) const;
 
  private:
+  // RESOURCE_EXHAUSTED when `plans` plannings of g for `req` are estimated
+  // to exceed the limits (core/admission.h).
+  absl::Status CheckRequestCost(const Graph& g,
+                                const google::protobuf::Message& req,
+                                double plans) const;
+  // A planning context under this core's limits.
+  PlanningContext Context(const Graph& g, const Hardware& hw,
+                          const StepAnalysis& analysis, int64_t budget,
+                          const StopFn& stop) const;
+
   // Immutable after construction.
   const CoreLimits limits_;
   CoreObserver* const observer_;

@@ -105,21 +105,21 @@ const std::vector<PolicyInfo>& PolicyRegistry() {
   static const std::vector<PolicyInfo>* const registry =
       new std::vector<PolicyInfo>{
           {"ideal", "keeps everything with no memory limit: the 100% reference",
-           /*unbudgeted_reference=*/true, &NewIdealPolicy},
+           /*unbudgeted_reference=*/true, &NewIdealPolicy, 0.25},
           {"recompute_only",
            "checkpointing: the better of greedy (cheapest rebuild per byte) "
            "and layer-wise",
-           false, &NewRecomputeOnlyPolicy},
+           false, &NewRecomputeOnlyPolicy, 0.5},
           {"swap_only", "vDNN-style offload: largest first, as few as fit",
-           false, &NewSwapOnlyPolicy},
+           false, &NewSwapOnlyPolicy, 0.35},
           {"capuchin",
            "Capuchin: swaps by longest free time, recomputes by memory saved "
            "per second",
-           false, &NewCapuchinPolicy},
+           false, &NewCapuchinPolicy, 0.4},
           {"slackswap",
            "fills the hidden-transfer slack with the swaps most expensive to "
            "rebuild, recomputes the rest",
-           false, &NewSlackSwapPolicy},
+           false, &NewSlackSwapPolicy, 1.0},
       };
   return *registry;
 }

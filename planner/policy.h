@@ -64,6 +64,9 @@ struct PolicyInfo {
   // limit, so it neither meets nor misses a budget and has no minimum one.
   bool unbudgeted_reference = false;
   std::unique_ptr<Policy> (*create)();
+  // Its planning time relative to slackswap's on the same graph (measured;
+  // core/admission.h estimates a request's cost with it).
+  double relative_cost = 1;
 };
 
 // Every policy, in the order reports list them.

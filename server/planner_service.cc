@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/format.h"
 #include "common/mutex.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
@@ -125,6 +126,7 @@ PlannerService::PlannerService(const ServiceOptions& options,
       observer_(std::make_unique<MetricsObserver>(metrics)),
       core_(options.limits, observer_.get()),
       info_(ServerInfoFor(core_, options)),
+      held_(options.max_queued_bytes),
       cache_(options.cache_bytes),
       pool_(options.threads, options.max_queue) {}
 
@@ -180,16 +182,50 @@ grpc::Status PlannerService::AfterSubmit(const char* method, bool queued) {
                    " waiting, --max_queue); retry later"));
 }
 
+int64_t PlannerService::HeldBytes(const grpc::ByteBuffer& raw) {
+  // A parsed graph takes about 12 times its wire size (measured on graphs
+  // of 10^3 to 10^6 ops); a built-in workload is built on the worker.
+  constexpr int64_t kParsedBytesPerWireByte = 12;
+  constexpr int64_t kMinimumBytes = 1 << 20;
+  return std::max<int64_t>(
+      kMinimumBytes,
+      kParsedBytesPerWireByte * static_cast<int64_t>(raw.Length()));
+}
+
+grpc::Status PlannerService::ReserveHeld(const char* method, int64_t bytes) {
+  if (held_.TryReserve(bytes)) return grpc::Status::OK;
+  metrics_->Rejected(method);
+  const int64_t capacity = held_.capacity_bytes();
+  if (bytes > capacity) {
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("this request would hold an estimated ",
+                     FormatBytes(bytes),
+                     " while it is planned; the server "
+                     "holds at most ",
+                     FormatBytes(capacity), " of requests (--max_queued_mb)"));
+  }
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("the server holds an estimated ",
+                   FormatBytes(held_.reserved()), " of requests, and this one ",
+                   FormatBytes(bytes), " more would pass ",
+                   FormatBytes(capacity), " (--max_queued_mb); retry later"));
+}
+
 grpc::ServerUnaryReactor* PlannerService::RunUnary(
     const char* method, grpc::CallbackServerContext* ctx,
-    const absl::Status& parsed,
+    const grpc::ByteBuffer& raw, const std::function<absl::Status()>& parse,
     std::function<absl::Status(const StopFn&, std::string* detail)> work,
     std::function<bool(std::string* detail)> answer_now) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const Clock::time_point start = Clock::now();
   metrics_->RequestStarted();
-  auto finish = [this, method, ctx, reactor, start](grpc::Status status,
-                                                    const std::string& detail) {
+  // Held while the call waits and plans; given back as it finishes.
+  auto held = std::make_shared<int64_t>(0);
+  auto finish = [this, method, ctx, reactor, start, held](
+                    grpc::Status status, const std::string& detail) {
+    held_.Release(*held);
     Record(method, ctx, status, SecondsSince(start), detail);
     reactor->Finish(std::move(status));
   };
@@ -197,7 +233,13 @@ grpc::ServerUnaryReactor* PlannerService::RunUnary(
     finish(std::move(auth), "");
     return reactor;
   }
-  if (!parsed.ok()) {
+  const int64_t bytes = HeldBytes(raw);
+  if (grpc::Status refused = ReserveHeld(method, bytes); !refused.ok()) {
+    finish(std::move(refused), "");
+    return reactor;
+  }
+  *held = bytes;
+  if (absl::Status parsed = parse(); !parsed.ok()) {
     finish(ToGrpcStatus(parsed, ctx), "unparsable request");
     return reactor;
   }
@@ -230,16 +272,16 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
                                                const grpc::ByteBuffer* raw,
                                                grpc::ByteBuffer* resp) {
   auto req = std::make_shared<v1::PlanRequest>();
-  const absl::Status parsed = ParseRequest(*raw, req.get());
   // Schedulers ask the same question again and again: the deterministic
   // serialization of the request is the key, and the cache holds the answer
   // as a hit is served (cache_hit set, no server time), in bytes. Small
   // requests (built-in workloads) are looked up on the gRPC thread, so a hit
   // does not wait behind planning calls in the queue; large inline graphs
-  // are keyed on the worker.
-  auto answer_from_cache = [this, resp](const std::string& key,
-                                        std::string* detail) {
-    std::optional<std::string> hit = cache_.Lookup(key);
+  // are keyed on the worker. The key is made once, by whichever looks up.
+  auto key = std::make_shared<std::string>();
+  auto answer_from_cache = [this, req, resp, key](std::string* detail) {
+    *key = CacheKey(*req);
+    std::optional<std::string> hit = cache_.Lookup(*key);
     if (!hit.has_value()) {
       metrics_->CacheMiss();
       *detail = "cache=miss";
@@ -250,103 +292,93 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
     SetResponse(*hit, resp);
     return true;
   };
-  const bool cached = parsed.ok() && cache_.capacity_bytes() > 0;
-  const bool small = cached && req->ByteSizeLong() <= kLookUpOnGrpcThreadBytes;
-  // The key is computed once: small requests are keyed here, on the gRPC
-  // thread, large ones on the worker. Shared by the two lambdas; the quick
-  // answer runs (if at all) before the work starts.
-  auto key = cached ? std::make_shared<std::string>(small ? CacheKey(*req)
-                                                          : std::string())
-                    : nullptr;
-  std::function<bool(std::string*)> answer_now;
-  if (small) {
-    answer_now = [key, answer_from_cache](std::string* detail) {
-      return answer_from_cache(*key, detail);
-    };
-  }
+  const bool cached = cache_.capacity_bytes() > 0;
+  const bool small = raw->Length() <= kLookUpOnGrpcThreadBytes;
   return RunUnary(
-      "Plan", ctx, parsed,
-      [this, req, resp, small, key, answer_from_cache](const StopFn& stop,
-                                                       std::string* detail) {
-        if (key != nullptr && !small) {
-          *key = CacheKey(*req);
-          if (answer_from_cache(*key, detail)) return absl::OkStatus();
+      "Plan", ctx, *raw, [raw, req] { return ParseRequest(*raw, req.get()); },
+      [this, req, resp, cached, small, key, answer_from_cache](
+          const StopFn& stop, std::string* detail) {
+        if (cached && !small && answer_from_cache(detail)) {
+          return absl::OkStatus();
         }
         absl::StatusOr<v1::PlanResponse> out = core_.PlanStep(*req, stop);
         if (!out.ok()) return out.status();
         SetResponse(*out, resp);
-        if (key != nullptr) {
+        if (cached) {
           out->set_cache_hit(true);
           out->set_server_seconds(0);
           cache_.Insert(std::move(*key), out->SerializeAsString());
         }
         return absl::OkStatus();
       },
-      std::move(answer_now));
+      cached && small ? std::function<bool(std::string*)>(answer_from_cache)
+                      : nullptr);
+}
+
+template <typename Request, typename Respond>
+grpc::ServerUnaryReactor* PlannerService::Answer(
+    const char* method, grpc::CallbackServerContext* ctx,
+    const grpc::ByteBuffer* raw, grpc::ByteBuffer* resp, Respond respond) {
+  auto req = std::make_shared<Request>();
+  return RunUnary(
+      method, ctx, *raw, [raw, req] { return ParseRequest(*raw, req.get()); },
+      [req, resp, respond](const StopFn& stop, std::string*) -> absl::Status {
+        auto out = respond(*req, stop);
+        if (!out.ok()) return out.status();
+        SetResponse(*out, resp);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::Simulate(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {
-  auto req = std::make_shared<v1::SimulateRequest>();
-  const absl::Status parsed = ParseRequest(*raw, req.get());
-  return RunUnary("Simulate", ctx, parsed,
-                  [this, req, resp](const StopFn& stop, std::string*) {
-                    absl::StatusOr<v1::SimulateResponse> out =
-                        core_.SimulateStep(*req, stop);
-                    if (!out.ok()) return out.status();
-                    SetResponse(*out, resp);
-                    return absl::OkStatus();
-                  });
+  return Answer<v1::SimulateRequest>(
+      "Simulate", ctx, raw, resp,
+      [this](const v1::SimulateRequest& req, const StopFn& stop) {
+        return core_.SimulateStep(req, stop);
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ListHardwareProfiles(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {
-  v1::ListHardwareProfilesRequest req;
-  return RunUnary("ListHardwareProfiles", ctx, ParseRequest(*raw, &req),
-                  [this, resp](const StopFn&, std::string*) {
-                    SetResponse(core_.ListHardwareProfiles(), resp);
-                    return absl::OkStatus();
-                  });
+  return Answer<v1::ListHardwareProfilesRequest>(
+      "ListHardwareProfiles", ctx, raw, resp,
+      [this](const v1::ListHardwareProfilesRequest&, const StopFn&) {
+        return absl::StatusOr<v1::ListHardwareProfilesResponse>(
+            core_.ListHardwareProfiles());
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ListWorkloads(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {
-  v1::ListWorkloadsRequest req;
-  return RunUnary("ListWorkloads", ctx, ParseRequest(*raw, &req),
-                  [this, resp](const StopFn&, std::string*) {
-                    absl::StatusOr<v1::ListWorkloadsResponse> out =
-                        core_.ListWorkloads();
-                    if (!out.ok()) return out.status();
-                    SetResponse(*out, resp);
-                    return absl::OkStatus();
-                  });
+  return Answer<v1::ListWorkloadsRequest>(
+      "ListWorkloads", ctx, raw, resp,
+      [this](const v1::ListWorkloadsRequest&, const StopFn&) {
+        return core_.ListWorkloads();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::GetWorkload(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {
-  auto req = std::make_shared<v1::GetWorkloadRequest>();
-  const absl::Status parsed = ParseRequest(*raw, req.get());
-  return RunUnary("GetWorkload", ctx, parsed,
-                  [this, req, resp](const StopFn&, std::string*) {
-                    absl::StatusOr<v1::GetWorkloadResponse> out =
-                        core_.GetWorkload(*req);
-                    if (!out.ok()) return out.status();
-                    SetResponse(*out, resp);
-                    return absl::OkStatus();
-                  });
+  return Answer<v1::GetWorkloadRequest>(
+      "GetWorkload", ctx, raw, resp,
+      [this](const v1::GetWorkloadRequest& req, const StopFn&) {
+        return core_.GetWorkload(req);
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ServerInfo(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {
-  v1::ServerInfoRequest req;
+  auto req = std::make_shared<v1::ServerInfoRequest>();
   // Fixed at start-up: answered on the gRPC thread.
   return RunUnary(
-      "ServerInfo", ctx, ParseRequest(*raw, &req),
+      "ServerInfo", ctx, *raw,
+      [raw, req] { return ParseRequest(*raw, req.get()); },
       [this, resp](const StopFn&, std::string*) {
         SetResponse(info_, resp);
         return absl::OkStatus();
@@ -374,6 +406,13 @@ class PlannerService::SweepReactor
       Done(std::move(auth));
       return;
     }
+    const int64_t bytes = HeldBytes(*raw);
+    if (grpc::Status refused = service_->ReserveHeld("Sweep", bytes);
+        !refused.ok()) {
+      Done(std::move(refused));
+      return;
+    }
+    held_ = bytes;
     if (absl::Status parsed = ParseRequest(*raw, &req_); !parsed.ok()) {
       Done(ToGrpcStatus(parsed, ctx));
       return;
@@ -420,6 +459,7 @@ class PlannerService::SweepReactor
   // Touches nothing of this after Pump: once done_ is set, another thread's
   // Pump may finish the call, and OnDone deletes this.
   void Done(grpc::Status status) {
+    service_->held_.Release(held_);
     service_->Record("Sweep", ctx_, status, SecondsSince(start_), "");
     Pump(std::move(status));
   }
@@ -463,8 +503,9 @@ class PlannerService::SweepReactor
   grpc::CallbackServerContext* const ctx_;
   const Clock::time_point start_;
   const Clock::time_point limit_;
-  // Parsed in the constructor, read by the worker.
+  // Set in the constructor, read by the worker.
   v1::SweepRequest req_;
+  int64_t held_ = 0;
 
   Mutex mu_;
   std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);

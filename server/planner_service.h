@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "core/planning_core.h"
 #include "grpcpp/grpcpp.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/plan_cache.h"
 #include "server/request_log.h"
@@ -46,7 +47,11 @@ struct ServiceOptions {
   // Longest a call may plan, whatever its deadline; 0: no limit.
   double max_request_s = 120;
   // The largest request or response gRPC accepts (reported by ServerInfo).
-  int64_t max_message_bytes = 64 << 20;
+  int64_t max_message_bytes = 16 << 20;
+  // The estimated memory of the requests held at once (waiting or being
+  // planned): a call that would go beyond is refused with
+  // RESOURCE_EXHAUSTED. 0: no limit.
+  int64_t max_queued_bytes = 0;
   CoreLimits limits;
 };
 
@@ -106,15 +111,31 @@ class PlannerService final : public RawPlannerService {
   // Updates the queue depth after a TrySubmit; when it was refused (the
   // queue is full), counts the rejection and returns RESOURCE_EXHAUSTED.
   grpc::Status AfterSubmit(const char* method, bool queued);
-  // Finishes the call with `parsed` if the request did not parse; else runs
-  // `work` on the pool and finishes the call with its status. If
-  // `answer_now` (run on the gRPC thread, after auth) returns true, the call
-  // is answered OK at once instead.
+  // The estimated memory a call holds while it waits and plans: its parsed
+  // request, from the raw size.
+  static int64_t HeldBytes(const grpc::ByteBuffer& raw);
+  // Reserves `bytes` of the held-memory budget, or counts the rejection and
+  // returns RESOURCE_EXHAUSTED saying whether the request is too large for
+  // this server or the server is busy.
+  grpc::Status ReserveHeld(const char* method, int64_t bytes);
+  // Checks auth, reserves the call's held memory, then parses the request
+  // with `parse` (INVALID_ARGUMENT finishes the call); then runs `work` on
+  // the pool and finishes the call with its status. If `answer_now` (run on
+  // the gRPC thread after parsing) returns true, the call is answered OK at
+  // once instead.
   grpc::ServerUnaryReactor* RunUnary(
       const char* method, grpc::CallbackServerContext* ctx,
-      const absl::Status& parsed,
+      const grpc::ByteBuffer& raw, const std::function<absl::Status()>& parse,
       std::function<absl::Status(const StopFn&, std::string* detail)> work,
       std::function<bool(std::string* detail)> answer_now = nullptr);
+
+  // RunUnary for a method whose answer `respond(request, stop)` (an
+  // absl::StatusOr of the response message) computes on a worker.
+  template <typename Request, typename Respond>
+  grpc::ServerUnaryReactor* Answer(const char* method,
+                                   grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* raw,
+                                   grpc::ByteBuffer* resp, Respond respond);
 
   // Immutable after construction.
   const ServiceOptions options_;
@@ -124,6 +145,7 @@ class PlannerService final : public RawPlannerService {
   const PlanningCore core_;
   const v1::ServerInfoResponse info_;
   // Thread-safe by themselves.
+  MemoryBudget held_;
   PlanCache cache_;
   WorkQueue pool_;
 };

@@ -45,7 +45,14 @@ ABSL_FLAG(int32_t, threads, 0,
 ABSL_FLAG(int32_t, max_queue, 64,
           "Calls that may wait for a worker; beyond, RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int64_t, cache_mb, 64, "Plan cache size in MiB; 0 disables it.");
-ABSL_FLAG(int32_t, max_message_mb, 64, "Largest request or response, MiB.");
+ABSL_FLAG(int32_t, max_message_mb, 16, "Largest request or response, MiB.");
+ABSL_FLAG(int64_t, max_request_mb, 320,
+          "Largest estimated memory one request may plan with, MiB; beyond, "
+          "RESOURCE_EXHAUSTED with the estimate.");
+ABSL_FLAG(int64_t, max_queued_mb, 192,
+          "Estimated memory of the requests held (waiting or planning, about "
+          "12 x their size) beyond which calls are refused with "
+          "RESOURCE_EXHAUSTED, MiB.");
 ABSL_FLAG(int64_t, max_graph_ops, 1'000'000, "Largest graph, in ops.");
 ABSL_FLAG(int64_t, max_graph_tensors, 2'000'000, "Largest graph, in tensors.");
 ABSL_FLAG(double, max_request_s, 120,
@@ -104,6 +111,68 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials() {
   return grpc::SslServerCredentials(ssl);
 }
 
+// Every numeric flag within a range that works (a --max_message_mb of 4096
+// would wrap to 0 in gRPC's int), named in the error.
+absl::Status CheckFlagRanges() {
+  struct Range {
+    const char* flag;
+    double value;
+    double lo;
+    double hi;
+  };
+  for (const Range& r : {
+           Range{"port", static_cast<double>(absl::GetFlag(FLAGS_port)), 0,
+                 65535},
+           Range{"metrics_port",
+                 static_cast<double>(absl::GetFlag(FLAGS_metrics_port)), -1,
+                 65535},
+           Range{"threads", static_cast<double>(absl::GetFlag(FLAGS_threads)),
+                 0, 1024},
+           Range{"max_queue",
+                 static_cast<double>(absl::GetFlag(FLAGS_max_queue)), 1,
+                 100'000},
+           Range{"cache_mb", static_cast<double>(absl::GetFlag(FLAGS_cache_mb)),
+                 0, 1 << 20},
+           Range{"max_message_mb",
+                 static_cast<double>(absl::GetFlag(FLAGS_max_message_mb)), 1,
+                 1024},
+           Range{"max_request_mb",
+                 static_cast<double>(absl::GetFlag(FLAGS_max_request_mb)), 1,
+                 1 << 20},
+           Range{"max_queued_mb",
+                 static_cast<double>(absl::GetFlag(FLAGS_max_queued_mb)), 1,
+                 1 << 20},
+           Range{"max_graph_ops",
+                 static_cast<double>(absl::GetFlag(FLAGS_max_graph_ops)), 1,
+                 1e8},
+           Range{"max_graph_tensors",
+                 static_cast<double>(absl::GetFlag(FLAGS_max_graph_tensors)), 1,
+                 2e8},
+           Range{"max_request_s", absl::GetFlag(FLAGS_max_request_s), 0,
+                 86'400},
+           Range{"grace_s", absl::GetFlag(FLAGS_grace_s), 0, 3600},
+           Range{"keepalive_time_s",
+                 static_cast<double>(absl::GetFlag(FLAGS_keepalive_time_s)), 1,
+                 86'400},
+           Range{"keepalive_timeout_s",
+                 static_cast<double>(absl::GetFlag(FLAGS_keepalive_timeout_s)),
+                 1, 86'400},
+           Range{"max_connection_age_s",
+                 static_cast<double>(absl::GetFlag(FLAGS_max_connection_age_s)),
+                 0, 86'400 * 30},
+           Range{"max_connection_age_grace_s",
+                 static_cast<double>(
+                     absl::GetFlag(FLAGS_max_connection_age_grace_s)),
+                 0, 86'400},
+       }) {
+    if (!(r.value >= r.lo && r.value <= r.hi)) {  // NaN fails too
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", r.flag, " must be in [", r.lo, ", ", r.hi, "], got ", r.value));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int Fail(RequestLog& log, const absl::Status& s) {
   log.Event("error", "startup failed",
             {{"code", absl::StatusCodeToString(s.code())},
@@ -125,6 +194,7 @@ int Run() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (absl::Status s = CheckFlagRanges(); !s.ok()) return Fail(log, s);
   ServiceOptions options;
   const int threads = absl::GetFlag(FLAGS_threads);
   options.threads =
@@ -133,15 +203,12 @@ int Run() {
   options.cache_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.limits.max_graph_ops = absl::GetFlag(FLAGS_max_graph_ops);
   options.limits.max_graph_tensors = absl::GetFlag(FLAGS_max_graph_tensors);
+  options.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_mb) << 20;
   options.max_request_s = absl::GetFlag(FLAGS_max_request_s);
+  options.limits.max_request_seconds = options.max_request_s;
+  options.max_queued_bytes = absl::GetFlag(FLAGS_max_queued_mb) << 20;
   options.max_message_bytes =
       static_cast<int64_t>(absl::GetFlag(FLAGS_max_message_mb)) << 20;
-  if (options.max_queue < 1 || options.cache_bytes < 0 ||
-      absl::GetFlag(FLAGS_max_message_mb) < 1 || options.max_request_s < 0) {
-    return Fail(log, absl::InvalidArgumentError(
-                         "--max_queue and --max_message_mb must be >= 1, "
-                         "--cache_mb and --max_request_s >= 0"));
-  }
   const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (!token_file.empty()) {
     absl::StatusOr<std::string> token = ReadFile(token_file);

@@ -461,6 +461,7 @@ absl::StatusOr<SimResult> Simulate(const Graph& g, const Hardware& hw,
                                    const Plan& plan, const SimOptions& opts) {
   SLACKSWAP_ASSIGN_OR_RETURN(OpDurations durations, ComputeDurations(g, hw));
   LoweringLimits limits;
+  limits.max_recompute_tasks = opts.max_recompute_tasks;
   limits.should_stop = opts.should_stop;
   SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
                              LowerPlan(g, plan, durations, limits));

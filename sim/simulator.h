@@ -57,6 +57,8 @@ struct SimOptions {
   // Polled every few thousand events; returning true stops the simulation
   // with CANCELLED (deadlines and cancelled requests).
   std::function<bool()> should_stop;
+  // Simulate() lowers the plan under this bound (see LoweringLimits).
+  int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
 };
 
 enum class StreamId : uint8_t { kCompute, kD2H, kH2D };

@@ -35,6 +35,7 @@
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/planner_service.pb.h"
 #include "slackswap/v1/simulation.pb.h"
+#include "testing/hostile_graphs.h"
 #include "testing/reference.h"
 
 extern char** environ;
@@ -639,6 +640,21 @@ TEST(PlanTest, PrefetchBeforeTheLastForwardUseIsRejected) {
   ExpectOneLineError(Slackswap({"simulate", "--workload", "gpt2-xl", "--layers",
                                 "2", "--plan", plan}),
                      "INVALID_ARGUMENT", "prefetch_after_op");
+}
+
+// The CLI's local entry point with a 1,000,000-op chain whose every link is
+// recomputed: rebuilding the last link walks the whole chain (a walk that
+// once overflowed the stack). It answers.
+TEST(HostileTest, AMillionOpChainRecomputedWholeSimulatesLocally) {
+  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  const std::string graph = TempPath("chain.pb");
+  const std::string plan = TempPath("chain_plan.pb");
+  ASSERT_TRUE(WriteProtoFile(graph, g).ok());
+  ASSERT_TRUE(WriteProtoFile(plan, testing::RecomputeEverything(g)).ok());
+  Outcome o = Slackswap({"simulate", "--graph", graph, "--plan", plan});
+  ASSERT_TRUE(o.exited) << o;
+  EXPECT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr("recomputed        500000 tensors"));
 }
 
 TEST(PlanTest, PlanNamingAMissingTensorIsRejected) {

@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
+#include "testing/hostile_graphs.h"
 #include "tests/service_test_util.h"
 #include "tests/slackswapd_process.h"
 
@@ -140,6 +141,131 @@ TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
   EXPECT_TRUE(Healthy(server));
   server.SendSignal(SIGTERM);
   EXPECT_EQ(server.Wait(), 0);
+}
+
+// The highest resident memory of a process, in kB.
+int64_t PeakResidentKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+v1::StepSpec Inline(const v1::OperatorGraph& g) {
+  v1::StepSpec step;
+  *step.mutable_graph_inline() = g;
+  step.set_hardware_name("a100-80gb-pcie4");
+  return step;
+}
+
+// Plan, Simulate and Sweep of `g` against `server`; their statuses.
+std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
+                                          const v1::OperatorGraph& g) {
+  auto stub = v1::Planner::NewStub(Connect(server));
+  std::vector<grpc::Status> out;
+  {
+    v1::PlanRequest req;
+    *req.mutable_step() = Inline(g);
+    req.set_budget_fraction(0.5);
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, kDeadline);
+    v1::PlanResponse resp;
+    out.push_back(stub->Plan(&ctx, req, &resp));
+  }
+  {
+    v1::SimulateRequest req;
+    *req.mutable_step() = Inline(g);
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, kDeadline);
+    v1::SimulateResponse resp;
+    out.push_back(stub->Simulate(&ctx, req, &resp));
+  }
+  {
+    v1::SweepRequest req;
+    *req.mutable_step() = Inline(g);
+    grpc::ClientContext ctx;
+    SetDeadline(ctx, kDeadline);
+    auto reader = stub->Sweep(&ctx, req);
+    v1::SweepResponse msg;
+    while (reader->Read(&msg)) {
+    }
+    out.push_back(reader->Finish());
+  }
+  return out;
+}
+
+// A 1,000,000-op chain (25 MB) at each entry point: refused, with the
+// estimate, before it costs more memory than the pod has; the server stays
+// up.
+TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
+  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  {
+    // The default held-memory budget refuses it before parsing.
+    SlackswapdProcess server({"--threads=2", "--max_message_mb=128"});
+    ASSERT_TRUE(server.started()) << server.error();
+    for (const grpc::Status& s : EveryEntryPoint(server, g)) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+          << s.error_message();
+      EXPECT_THAT(s.error_message(),
+                  ::testing::HasSubstr("this request would hold an estimated"));
+    }
+    EXPECT_TRUE(Healthy(server));
+    EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
+  }
+  {
+    // With room to hold it, the planner's estimate refuses it.
+    SlackswapdProcess server(
+        {"--threads=2", "--max_message_mb=128", "--max_queued_mb=2048"});
+    ASSERT_TRUE(server.started()) << server.error();
+    for (const grpc::Status& s : EveryEntryPoint(server, g)) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+          << s.error_message();
+      EXPECT_THAT(s.error_message(),
+                  ::testing::HasSubstr("planning it needs an estimated"));
+    }
+    EXPECT_TRUE(Healthy(server));
+    EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
+  }
+}
+
+// Sanitizers slow everything down several times; the bound is the release
+// build's, scaled.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kSlowdown = 5;
+#else
+constexpr double kSlowdown = 1;
+#endif
+
+// A request that would plan for seconds ends within 100 ms of its deadline,
+// as the server's own log line times it.
+TEST(HostileServiceTest, AHostilePlanEndsWithin100MsOfItsDeadline) {
+  SlackswapdProcess server({"--threads=1", "--max_message_mb=64",
+                            "--max_queued_mb=1024", "--max_request_mb=4096"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  v1::PlanRequest req;
+  *req.mutable_step() = Inline(testing::ChainGraph(200'000));
+  req.set_budget_fraction(0.3);  // no policy meets it: minimums searched too
+  grpc::ClientContext ctx;
+  constexpr int kDeadlineMs = 800;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(kDeadlineMs));
+  v1::PlanResponse resp;
+  const grpc::Status s = stub->Plan(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  const auto line = server.WaitForLine(
+      [](const std::string& text) {
+        return testing::JsonField(text, "msg") == "request" &&
+               testing::JsonField(text, "method") == "Plan";
+      },
+      kDeadline);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(testing::JsonField(line->text, "code"), "DEADLINE_EXCEEDED");
+  const double ms = std::stod(testing::JsonField(line->text, "ms").value());
+  EXPECT_LT(ms, kDeadlineMs + 100 * kSlowdown) << line->text;
+  EXPECT_TRUE(Healthy(server));
 }
 
 }  // namespace

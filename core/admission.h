@@ -1,0 +1,45 @@
+// What a request is estimated to cost before it is planned, and the check
+// against the server's limits: a request that would run past
+// --max_request_s or need more memory than --max_request_mb is refused up
+// front with RESOURCE_EXHAUSTED and the estimate, instead of failing late
+// (or taking the process past its memory limit).
+//
+//   CostEstimate cost = EstimateCost(graph, request_bytes, /*plans=*/3.2);
+//   absl::Status s = CheckCost(cost, limits, "step.graph_inline");
+//
+// The constants are measurements of this planner on the reference machine
+// (docs/RELIABILITY.md, "Admission by cost"), rounded up: the estimate is
+// meant to be an upper bound for ordinary graphs, not a prediction.
+#ifndef SLACKSWAP_CORE_ADMISSION_H_
+#define SLACKSWAP_CORE_ADMISSION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "model/graph.h"
+
+namespace slackswap {
+
+struct CostEstimate {
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+// Graph elements the planner walks: ops, tensors and every input and output
+// reference.
+int64_t GraphElements(const Graph& g);
+
+// For `plans` plannings of g (a policy's plan and its simulations; the sum
+// of the policies' PolicyInfo::relative_cost over every budget planned),
+// holding a request of `request_bytes` (in memory).
+CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans);
+
+// RESOURCE_EXHAUSTED naming `what`, the estimate and the limit when the
+// estimate exceeds max_bytes or max_seconds (either 0: no limit).
+absl::Status CheckCost(const CostEstimate& cost, int64_t max_bytes,
+                       double max_seconds, const std::string& what);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_CORE_ADMISSION_H_
