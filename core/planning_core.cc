@@ -175,7 +175,7 @@ PlanningContext PlanningCore::Context(const Graph& g, const Hardware& hw,
 absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
     const v1::PlanRequest& req, const StopFn& stop) const {
   Stopwatch watch;
-  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
+  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_, stop));
   SLACKSWAP_ASSIGN_OR_RETURN(
       int64_t budget,
       ResolveBudget(req.budget_case() == v1::PlanRequest::kBudgetBytes,
@@ -267,9 +267,10 @@ struct SweepSpec {
 };
 
 absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
-                                       const CoreLimits& limits) {
+                                       const CoreLimits& limits,
+                                       const StopFn& stop) {
   SweepSpec spec;
-  SLACKSWAP_ASSIGN_OR_RETURN(spec.step, ResolveStep(req.step(), limits));
+  SLACKSWAP_ASSIGN_OR_RETURN(spec.step, ResolveStep(req.step(), limits, stop));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.policies, ResolvePolicies(req.policies()));
   const double from = req.from() == 0 ? 0.1 : req.from();
   const double to = req.to() == 0 ? 1.0 : req.to();
@@ -375,7 +376,7 @@ absl::Status PolicyMinimums(const SweepSpec& spec, const PlanningContext& ctx,
 absl::Status PlanningCore::SweepBudgets(
     const v1::SweepRequest& req, const StopFn& stop,
     const std::function<bool(const v1::SweepResponse&)>& emit) const {
-  SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec, ResolveSweep(req, limits_));
+  SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec, ResolveSweep(req, limits_, stop));
   const Graph& g = spec.step.graph;
   double plans = 0;
   for (const PolicyInfo* policy : spec.policies) {
@@ -406,7 +407,7 @@ absl::Status PlanningCore::SweepBudgets(
 absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
     const v1::SimulateRequest& req, const StopFn& stop) const {
   Stopwatch watch;
-  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_));
+  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_, stop));
   SLACKSWAP_RETURN_IF_ERROR(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph;

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/stop.h"
 #include "model/transformer.h"
 #include "planner/policy.h"
 #include "sim/schedule.h"
@@ -55,10 +56,6 @@ class CoreObserver {
                          double simulator_seconds, double retained,
                          bool feasible) {}
 };
-
-// Polled inside the planner's and simulator's loops; true stops the request
-// with CANCELLED.
-using StopFn = std::function<bool()>;
 
 class PlanningCore {
  public:

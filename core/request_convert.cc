@@ -69,7 +69,7 @@ absl::Status CheckFraction(const std::string& field, double fraction) {
 }
 
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
-                                 const CoreLimits& limits) {
+                                 const CoreLimits& limits, const StopFn& stop) {
   Step step;
   switch (spec.graph_case()) {
     case v1::StepSpec::kGraphInline: {
@@ -84,8 +84,11 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
             "step.graph_inline.tensors: ", g.tensors_size(),
             " tensors exceed the limit of ", limits.max_graph_tensors));
       }
-      absl::StatusOr<Graph> graph = GraphFromProto(g);
-      if (!graph.ok()) return InField("step.graph_inline", graph.status());
+      absl::StatusOr<Graph> graph = GraphFromProto(g, stop);
+      if (!graph.ok()) {
+        if (absl::IsCancelled(graph.status())) return graph.status();
+        return InField("step.graph_inline", graph.status());
+      }
       step.graph = *std::move(graph);
       break;
     }

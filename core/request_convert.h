@@ -28,8 +28,10 @@ struct Step {
   Hardware hw;
 };
 
+// `stop` is polled while an inline graph is converted.
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
-                                 const CoreLimits& limits);
+                                 const CoreLimits& limits,
+                                 const StopFn& stop = nullptr);
 
 // Builds the named workload with the reference's overrides; errors name
 // `field` (e.g. "step.workload"). RESOURCE_EXHAUSTED above limits.

@@ -196,7 +196,9 @@ int64_t UsToNs(double us) {
 
 }  // namespace
 
-absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
+absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb,
+                                     const StopFn& stop) {
+  StopPoller poller(stop);
   if (pb.tensors_size() > kMaxEntities || pb.ops_size() > kMaxEntities) {
     return absl::InvalidArgumentError(absl::StrCat(
         "graph ", QuoteInput(pb.name()), " is too large: ", pb.tensors_size(),
@@ -211,6 +213,8 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
   absl::flat_hash_map<int64_t, int32_t> tensor_index;
   tensor_index.reserve(pb.tensors_size());
   for (int i = 0; i < pb.tensors_size(); ++i) {
+    if (poller.Stop())
+      return absl::CancelledError("converting the graph stopped");
     const v1::Tensor& t = pb.tensors(i);
     const std::string where =
         absl::StrCat("tensor ", t.id(), " (", ShortName(t.name()), ")");
@@ -237,6 +241,8 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
   }
   // Rebuild inputs refer to tensors, so they resolve once all are known.
   for (int i = 0; i < pb.tensors_size(); ++i) {
+    if (poller.Stop())
+      return absl::CancelledError("converting the graph stopped");
     const v1::Tensor& t = pb.tensors(i);
     if (!t.has_rebuild()) continue;
     const std::string where =
@@ -252,6 +258,8 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
   absl::flat_hash_map<int64_t, int32_t> op_index;
   op_index.reserve(pb.ops_size());
   for (int i = 0; i < pb.ops_size(); ++i) {
+    if (poller.Stop())
+      return absl::CancelledError("converting the graph stopped");
     const v1::Op& o = pb.ops(i);
     const std::string where = OpWhere(o, i);
     auto [it, inserted] = op_index.emplace(o.id(), i);
@@ -273,7 +281,7 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb) {
         ResolveIds(o.output_ids(), tensor_index, where, "output", &op.outputs));
     g.ops.push_back(std::move(op));
   }
-  SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g));
+  SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g, stop));
   return g;
 }
 

@@ -8,6 +8,7 @@
 #define SLACKSWAP_IO_CONVERT_H_
 
 #include "absl/status/statusor.h"
+#include "common/stop.h"
 #include "model/graph.h"
 #include "model/hardware.h"
 #include "model/plan.h"
@@ -20,8 +21,10 @@
 namespace slackswap {
 
 // Maps ids to indices, rejects duplicate and dangling ids and unknown enum
-// values, then runs IndexGraph.
-absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb);
+// values, then runs IndexGraph. `stop` is polled: true ends it with
+// CANCELLED.
+absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb,
+                                     const StopFn& stop = nullptr);
 v1::OperatorGraph GraphToProto(const Graph& g);
 
 // Runs ValidateHardware.

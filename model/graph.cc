@@ -149,16 +149,19 @@ std::string Graph::TensorLabel(int32_t tensor) const {
                       ShortName(tensors[tensor].name), ")");
 }
 
-absl::Status IndexGraph(Graph& g) {
+absl::Status IndexGraph(Graph& g, const StopFn& stop) {
+  StopPoller poller(stop);
   const int32_t num_tensors = static_cast<int32_t>(g.tensors.size());
   const int32_t num_ops = static_cast<int32_t>(g.ops.size());
   if (num_ops == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("graph '", g.name, "' has no ops"));
+        absl::StrCat("graph ", QuoteInput(g.name), " has no ops"));
   }
 
   int64_t total_bytes = 0;
   for (int32_t t = 0; t < num_tensors; ++t) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     const Tensor& tensor = g.tensors[t];
     if (tensor.bytes < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -193,6 +196,8 @@ absl::Status IndexGraph(Graph& g) {
   // Producers first, so a read before production can be told from a read of
   // a tensor nobody produces (a static input).
   for (int32_t o = 0; o < num_ops; ++o) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     const Op& op = g.ops[o];
     absl::Status s = CheckCost(g, op.cost, g.OpLabel(o));
     if (!s.ok()) return s;
@@ -225,6 +230,8 @@ absl::Status IndexGraph(Graph& g) {
   // A rebuild may only read what existed before the tensor was first made,
   // so rebuilding terminates.
   for (int32_t t = 0; t < num_tensors; ++t) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     if (!g.tensors[t].rebuild.has_value()) continue;
     for (int32_t in : g.tensors[t].rebuild->inputs) {
       const int32_t p = idx.producer[in];
@@ -239,6 +246,8 @@ absl::Status IndexGraph(Graph& g) {
 
   std::vector<int32_t> consumer_count(num_tensors, 0);
   for (int32_t o = 0; o < num_ops; ++o) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     const Op& op = g.ops[o];
     for (int32_t in : op.inputs) {
       if (in < 0 || in >= num_tensors) {
@@ -282,16 +291,22 @@ absl::Status IndexGraph(Graph& g) {
 
   idx.consumer_offsets.assign(num_tensors + 1, 0);
   for (int32_t t = 0; t < num_tensors; ++t) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     idx.consumer_offsets[t + 1] = idx.consumer_offsets[t] + consumer_count[t];
   }
   idx.consumers.resize(idx.consumer_offsets[num_tensors]);
   std::vector<int32_t> fill(idx.consumer_offsets.begin(),
                             idx.consumer_offsets.end() - 1);
   for (int32_t o = 0; o < num_ops; ++o) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     for (int32_t in : g.ops[o].inputs) idx.consumers[fill[in]++] = o;
   }
 
   for (int32_t t = 0; t < num_tensors; ++t) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     const int32_t p = idx.producer[t];
     if (p == kNone) {
       idx.static_bytes += g.tensors[t].bytes;
@@ -304,6 +319,8 @@ absl::Status IndexGraph(Graph& g) {
   }
   // Production order: by producer, then output position.
   for (int32_t o = 0; o < num_ops; ++o) {
+    if (poller.Stop())
+      return absl::CancelledError("indexing the graph stopped");
     for (int32_t out : g.ops[o].outputs) {
       if (idx.is_saved[out]) idx.saved.push_back(out);
     }

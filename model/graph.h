@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/stop.h"
 
 namespace slackswap {
 
@@ -140,8 +141,9 @@ struct Graph {
 // field: empty graphs, out-of-range tensor references, tensors produced twice
 // or read before they are produced, an op reading its own output, negative
 // sizes or costs, NaN/Inf FLOPs, byte totals that overflow int64, and cycles
-// (reported as such, with the ops on the cycle). Never aborts.
-absl::Status IndexGraph(Graph& g);
+// (reported as such, with the ops on the cycle). Never aborts. `stop` is
+// polled: true ends it with CANCELLED.
+absl::Status IndexGraph(Graph& g, const StopFn& stop = nullptr);
 
 }  // namespace slackswap
 

@@ -66,7 +66,7 @@ TEST(IndexGraphTest, DerivesUsesAndSavedActivations) {
 TEST(IndexGraphTest, RejectsEmptyGraphs) {
   Graph g;
   g.name = "nothing";
-  EXPECT_THAT(ErrorOf(g), HasSubstr("graph 'nothing' has no ops"));
+  EXPECT_THAT(ErrorOf(g), HasSubstr("graph \"nothing\" has no ops"));
 }
 
 TEST(IndexGraphTest, RejectsDanglingIds) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "common/stop.h"
 #include "planner/internal/policies.h"
 #include "planner/internal/slack.h"
 #include "sim/schedule.h"
@@ -36,8 +37,12 @@ namespace {
 // settles the whole cascade in one pass instead of one lowering per link.
 // Returns whether anything changed.
 template <typename Earliest>
-bool ConvertUnprefetchableSwaps(const Graph& g, const Earliest& earliest,
-                                std::vector<int32_t>& need, Plan& plan) {
+absl::StatusOr<bool> ConvertUnprefetchableSwaps(const PlanningContext& ctx,
+                                                const Earliest& earliest,
+                                                std::vector<int32_t>& need,
+                                                Plan& plan) {
+  const Graph& g = ctx.graph;
+  StopPoller poller(ctx.should_stop, 1024);
   using Item = std::pair<int32_t, int32_t>;  // (need, tensor)
   std::priority_queue<Item, std::vector<Item>, std::greater<Item>> work;
   auto convert = [&](int32_t t) {
@@ -56,6 +61,7 @@ bool ConvertUnprefetchableSwaps(const Graph& g, const Earliest& earliest,
   std::vector<bool> walked(g.tensors.size(), false);
   std::vector<int32_t> chain;
   while (!work.empty()) {
+    if (poller.Stop()) return absl::CancelledError("planning stopped");
     const auto [at, t] = work.top();
     work.pop();
     if (walked[t]) continue;
@@ -96,11 +102,13 @@ absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
   // needs earlier (its chain may read them); the lowering confirms the needs
   // until none changes (once or twice: the worklist follows the chains).
   std::vector<int32_t> need;
-  do {
+  for (bool changed = true; changed;) {
     SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
     SLACKSWAP_ASSIGN_OR_RETURN(
         need, FirstNeedOps(g, plan, a.durations, ctx.Lowering()));
-  } while (ConvertUnprefetchableSwaps(g, earliest, need, plan));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        changed, ConvertUnprefetchableSwaps(ctx, earliest, need, plan));
+  }
   std::vector<int32_t> swapped;
   for (size_t i = 0; i < plan.decisions.size(); ++i) {
     const int32_t t = static_cast<int32_t>(i);
@@ -223,9 +231,11 @@ struct DroppedStretches {
   std::vector<int64_t> rebuilt_at;
 };
 
-absl::StatusOr<DroppedStretches> FindDroppedStretches(const Graph& g,
-                                                      const Schedule& schedule,
-                                                      const SimResult& run) {
+absl::StatusOr<DroppedStretches> FindDroppedStretches(
+    const PlanningContext& ctx, const Schedule& schedule,
+    const SimResult& run) {
+  const Graph& g = ctx.graph;
+  StopPoller poller(ctx.should_stop);
   // Compute tasks run one after another, so their events come in order.
   std::vector<int64_t> task_start, task_end;
   task_start.reserve(schedule.tasks.size());
@@ -244,6 +254,7 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(const Graph& g,
   d.freed_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
   d.rebuilt_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
   for (int32_t k = 0; k < static_cast<int32_t>(schedule.tasks.size()); ++k) {
+    if (poller.Stop()) return absl::CancelledError("planning stopped");
     for (int32_t t : schedule.allocs.Of(k)) {
       if (d.freed_at[t] != DroppedStretches::kNotYet &&
           d.rebuilt_at[t] == DroppedStretches::kNotYet) {
@@ -263,9 +274,10 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(const Graph& g,
 // bytes fit under the budget through the whole stretch the replayed plan
 // does without it; the headroom it takes is charged to that stretch.
 // Returns whether anything changed.
-bool KeepWhatFitsTheHeadroom(const PlanningContext& ctx,
-                             const std::vector<MemorySample>& timeline,
-                             const DroppedStretches& dropped, Plan& plan) {
+absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
+    const PlanningContext& ctx, const std::vector<MemorySample>& timeline,
+    const DroppedStretches& dropped, Plan& plan) {
+  StopPoller poller(ctx.should_stop, 1024);
   std::vector<int64_t> headroom(timeline.size());
   for (size_t i = 0; i < timeline.size(); ++i) {
     headroom[i] = ctx.budget_bytes - timeline[i].activation_bytes;
@@ -290,6 +302,7 @@ bool KeepWhatFitsTheHeadroom(const PlanningContext& ctx,
                    });
   bool changed = false;
   for (const Candidate* c : recomputed) {
+    if (poller.Stop()) return absl::CancelledError("planning stopped");
     const int64_t freed = dropped.freed_at[c->tensor];
     const int64_t rebuilt = dropped.rebuilt_at[c->tensor];
     // A tensor never rebuilt (no backward reader ran after it was dropped)
@@ -329,13 +342,13 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
         run.feasible ? "an empty memory timeline"
                      : "an infeasible result: " + run.infeasible_reason));
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      DroppedStretches dropped,
-      FindDroppedStretches(ctx.graph, judged.schedule, run));
+  SLACKSWAP_ASSIGN_OR_RETURN(DroppedStretches dropped,
+                             FindDroppedStretches(ctx, judged.schedule, run));
   Plan plan = judged.plan;
-  if (!KeepWhatFitsTheHeadroom(ctx, run.timeline, dropped, plan)) {
-    return judged;
-  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      const bool changed,
+      KeepWhatFitsTheHeadroom(ctx, run.timeline, dropped, plan));
+  if (!changed) return judged;
   SLACKSWAP_ASSIGN_OR_RETURN(Judged pruned, JudgePlan(ctx, std::move(plan)));
   if (pruned.result.feasible && Better(pruned.result, judged.result)) {
     return pruned;

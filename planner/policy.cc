@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "common/stop.h"
 #include "planner/internal/plan_search.h"
 #include "planner/internal/policies.h"
 #include "planner/internal/slack.h"
@@ -38,14 +39,16 @@ std::vector<const Candidate*> OrderCandidates(
   return out;
 }
 
-std::vector<int32_t> AdmitToSlack(const PlanningContext& ctx,
-                                  const std::vector<const Candidate*>& order,
-                                  int64_t enough_bytes) {
+absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
+    const PlanningContext& ctx, const std::vector<const Candidate*>& order,
+    int64_t enough_bytes) {
   const StepAnalysis& a = ctx.analysis;
   std::vector<int32_t> admitted;
   SlackFiller filler(a);
   int64_t host_bytes = 0;
+  StopPoller poller(ctx.should_stop, 1024);
   for (const Candidate* c : order) {
+    if (poller.Stop()) return absl::CancelledError("filling the slack stopped");
     if (host_bytes >= enough_bytes) break;
     if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
     if (filler.TryAdmit(a.candidate_of[c->tensor])) {

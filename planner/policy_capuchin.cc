@@ -37,10 +37,10 @@ class CapuchinPolicy : public Policy {
       return FreeTime(a, x) > FreeTime(a, y);
     };
     Plan base = Plan::KeepAll(ctx.graph);
-    for (int32_t t :
-         AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), to_free)) {
-      base.decisions[t].action = Action::kSwap;
-    }
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        std::vector<int32_t> swaps,
+        AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), to_free));
+    for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
     // Most memory saved per second of recompute (MSPS) is the cheapest
     // rebuild per byte.
     SLACKSWAP_ASSIGN_OR_RETURN(

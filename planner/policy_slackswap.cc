@@ -110,7 +110,8 @@ class SlackSwapPolicy : public Policy {
     // each set is judged once.
     absl::flat_hash_set<std::vector<int32_t>> judged_swaps;
     for (const std::vector<const Candidate*>& order : SwapOrders(ctx)) {
-      const std::vector<int32_t> admitted = AdmitToSlack(ctx, order);
+      SLACKSWAP_ASSIGN_OR_RETURN(const std::vector<int32_t> admitted,
+                                 AdmitToSlack(ctx, order));
       std::vector<int64_t> limits = {to_free};
       int64_t total = 0;
       for (int32_t t : admitted) total += ctx.graph.tensors[t].bytes;

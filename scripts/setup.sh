@@ -30,8 +30,10 @@ test_packages=(
   # promtool and a Prometheus server (metrics checks), a Python gRPC client,
   # TLS certificates.
   prometheus python3 python3-grpcio python3-protobuf python3-yaml openssl
-  # tools/torch_export.py and its tests (Debian's system python3).
-  python3-torch python3-torchvision
+  # tools/torch_export.py and its tests (Debian's system python3); pip,
+  # setuptools and wheel build the python/ package in its test.
+  python3-torch python3-torchvision python3-pip python3-setuptools
+  python3-wheel
 )
 extras_packages=(
   # Fuzzing (libFuzzer) with sanitizers.

@@ -40,7 +40,7 @@ std::vector<const Candidate*> OrderCandidates(
 // The swaps the slack (planner/internal/slack.h) admits, trying `order` in
 // turn, while the host copies fit in pinned memory; stops once the admitted
 // bytes reach `enough_bytes`.
-std::vector<int32_t> AdmitToSlack(
+absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
     const PlanningContext& ctx, const std::vector<const Candidate*>& order,
     int64_t enough_bytes = std::numeric_limits<int64_t>::max());
 

@@ -219,6 +219,23 @@ def _inline_non_reentrant(function, preserve_rng_state=True, *args,
     return function(*args, **kwargs)
 
 
+@contextlib.contextmanager
+def checkpoint_inlined():
+    """torch.utils.checkpoint regions run as plain code: checkpoint() and
+    checkpoint_sequential() look CheckpointFunction and
+    _checkpoint_without_reentrant up in their module at each call, so
+    replacing those reaches every caller."""
+    cp = torch.utils.checkpoint
+    saved = cp.CheckpointFunction, cp._checkpoint_without_reentrant
+    cp.CheckpointFunction = types.SimpleNamespace(
+        apply=_inline_reentrant_apply)
+    cp._checkpoint_without_reentrant = _inline_non_reentrant
+    try:
+        yield
+    finally:
+        cp.CheckpointFunction, cp._checkpoint_without_reentrant = saved
+
+
 class Recorder:
     """Records one training step of `model` as graph dicts."""
 
@@ -256,6 +273,10 @@ class Recorder:
         # cycle through the node's hook dict that the garbage collector
         # would otherwise clear, silently dropping the hook.
         self.hooked = set()
+        # Their hook handles: a parameter's AccumulateGrad node outlives
+        # the step (autograd reuses it while anything holds it), so hooks
+        # left on it would run in every later backward pass.
+        self.node_handles = []
         self.node_counts = collections.Counter()  # started nodes per type
         self.contributions = collections.defaultdict(list)  # -> keys
         self.ctx_reads = {}          # custom Function node -> tensor ids
@@ -478,11 +499,13 @@ class Recorder:
                 self.node_order[g] = (w, 0)
 
     def on_op(self, func, args, kwargs, out):
+        """Records one aten call; returns the index of the op it made or
+        was folded into, None when it is not an op of the graph."""
         if not self.tracing:
-            return
+            return None
         name = func.overloadpacket.__name__
         if hasattr(torch, "Tag") and torch.Tag.inplace_view in func.tags:
-            return  # metadata only (transpose_, unsqueeze_...)
+            return None  # metadata only (transpose_, unsqueeze_...)
         written = []
         for i, a in enumerate(func._schema.arguments):
             if a.alias_info is None or not a.alias_info.is_write:
@@ -496,7 +519,7 @@ class Recorder:
                     if self.key(t) not in self.storage_to_tensor]
         written = _costs.dedup(written, self.key)
         if not new_outs and not written:
-            return  # a view, or no tensor result: not an op of the graph
+            return None  # a view, or no tensor result: not an op
         phase = BACKWARD if self.recomputing else FORWARD
         path = self.current_path()
         cost = _costs.forward_cost(name, args, ins, outs, self.view_bytes,
@@ -527,7 +550,7 @@ class Recorder:
                         op["inputs"].append(i)
                         self.read_since_write[i] = True
                 _costs.add_cost(op["cost"], cost)
-                return
+                return target
 
         base = name if not path else path + "." + name
         opname = self.unique(base + ("@recompute" if self.recomputing
@@ -554,6 +577,7 @@ class Recorder:
             op["outputs"].append(nid)
             self.last_writer[nid] = idx
             self.read_since_write[nid] = False
+        return idx
 
     # --- saved tensors ----------------------------------------------------
 
@@ -593,37 +617,32 @@ class Recorder:
 
     @contextlib.contextmanager
     def checkpoint_patched(self, strip):
-        """torch.utils.checkpoint, recorded (or, with strip, inlined).
-
-        checkpoint() and checkpoint_sequential() look CheckpointFunction
-        and _checkpoint_without_reentrant up in their module at each call,
-        so replacing those reaches every caller, however it imported
-        checkpoint."""
+        """torch.utils.checkpoint, recorded (or, with strip, inlined), by
+        replacing the same two names checkpoint_inlined() replaces."""
+        if strip:
+            with checkpoint_inlined():
+                yield
+            return
         cp = torch.utils.checkpoint
         saved = cp.CheckpointFunction, cp._checkpoint_without_reentrant
-        if strip:
-            inline = types.SimpleNamespace(apply=_inline_reentrant_apply)
-            cp.CheckpointFunction = inline
-            cp._checkpoint_without_reentrant = _inline_non_reentrant
-        else:
-            reentrant, non_reentrant = saved
+        reentrant, non_reentrant = saved
 
-            def apply(function, preserve_rng_state, *args):
-                return reentrant.apply(self.region(function, True),
-                                       preserve_rng_state, *args)
+        def apply(function, preserve_rng_state, *args):
+            return reentrant.apply(self.region(function, True),
+                                   preserve_rng_state, *args)
 
-            def without_reentrant(function, preserve_rng_state=True, *args,
-                                  **kwargs):
-                # The hooks' closure holds the inputs until backward.
-                for t in flatten_tensors((args, kwargs)):
-                    if self.activation_id(t) is not None:
-                        self.keep(t)
-                with self.unpacks_observed():
-                    return non_reentrant(self.region(function, False),
-                                         preserve_rng_state, *args, **kwargs)
+        def without_reentrant(function, preserve_rng_state=True, *args,
+                              **kwargs):
+            # The hooks' closure holds the inputs until backward.
+            for t in flatten_tensors((args, kwargs)):
+                if self.activation_id(t) is not None:
+                    self.keep(t)
+            with self.unpacks_observed():
+                return non_reentrant(self.region(function, False),
+                                     preserve_rng_state, *args, **kwargs)
 
-            cp.CheckpointFunction = types.SimpleNamespace(apply=apply)
-            cp._checkpoint_without_reentrant = without_reentrant
+        cp.CheckpointFunction = types.SimpleNamespace(apply=apply)
+        cp._checkpoint_without_reentrant = without_reentrant
         try:
             yield
         finally:
@@ -732,9 +751,10 @@ class Recorder:
             if isinstance(n, torch.autograd.function.BackwardCFunction):
                 self.scan_ctx(n)
             if type(n).__name__ != "AccumulateGrad":
-                n.register_prehook(
-                    lambda go, n=n: self.on_node_start(n, go))
-            n.register_hook(lambda gi, go, n=n: self.on_node_end(n, gi, go))
+                self.node_handles.append(n.register_prehook(
+                    lambda go, n=n: self.on_node_start(n, go)))
+            self.node_handles.append(n.register_hook(
+                lambda gi, go, n=n: self.on_node_end(n, gi, go)))
             for nxt, _ in n.next_functions:
                 stack.append(nxt)
 
@@ -908,19 +928,7 @@ class Recorder:
         """One forward and backward step; loss_fn(recorder, output) makes
         the loss (traced under the module path `loss`)."""
         self.refuse_torchscript()
-        for name, p in self.model.named_parameters():
-            self.register_static(p, name, KIND_PARAM)
-        for name, b in self.model.named_buffers():
-            self.register_static(b, name, KIND_PARAM)
-        named = [("input%d" % i, a) for i, a in enumerate(args)]
-        named += [("input." + k, v) for k, v in kwargs.items()]
-        inputs = [(n, flatten_tensors(v)) for n, v in named]
-        count = sum(len(ts) for _, ts in inputs)
-        for n, ts in inputs:
-            for j, t in enumerate(ts):
-                self.register_static(
-                    t, "input" if count == 1 else
-                    n if len(ts) == 1 else "%s.%d" % (n, j), KIND_INPUT)
+        self.register_step_statics(args, kwargs)
         handles = self.install_module_hooks()
         try:
             with self.checkpoint_patched(strip_checkpoint):
@@ -946,8 +954,33 @@ class Recorder:
         finally:
             for h in handles:
                 h.remove()
+            self.release_nodes()
         self.name_backward_ops()
         return loss
+
+    def release_nodes(self):
+        """Removes the backward hooks and lets go of the nodes."""
+        for h in self.node_handles:
+            h.remove()
+        self.node_handles = []
+        self.hooked = set()
+
+    def register_step_statics(self, args, kwargs):
+        """The step's static tensors, numbered first: parameters, buffers,
+        then the inputs (`input`, or `input0`, `input1`, `input.NAME`)."""
+        for name, p in self.model.named_parameters():
+            self.register_static(p, name, KIND_PARAM)
+        for name, b in self.model.named_buffers():
+            self.register_static(b, name, KIND_PARAM)
+        named = [("input%d" % i, a) for i, a in enumerate(args)]
+        named += [("input." + k, v) for k, v in kwargs.items()]
+        inputs = [(n, flatten_tensors(v)) for n, v in named]
+        count = sum(len(ts) for _, ts in inputs)
+        for n, ts in inputs:
+            for j, t in enumerate(ts):
+                self.register_static(
+                    t, "input" if count == 1 else
+                    n if len(ts) == 1 else "%s.%d" % (n, j), KIND_INPUT)
 
     @contextlib.contextmanager
     def untraced(self):

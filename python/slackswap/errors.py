@@ -1,4 +1,5 @@
-"""Errors and warnings of the exporter, importable without torch."""
+"""Errors and warnings of the package (exporter, runtime), importable
+without torch."""
 
 
 class ExportError(Exception):
@@ -29,3 +30,14 @@ def one_line(exc):
     text = first_line(exc)
     name = type(exc).__name__
     return "%s: %s" % (name, text) if text else name
+
+
+class PlanError(ValueError):
+    """A plan that cannot be applied: it does not fit its graph, or the
+    step run under it is not the step the graph describes. The message is
+    one line naming the first mismatch."""
+
+
+class PlanMismatch(PlanError):
+    """The model run under slackswap.torch.apply is not the one the graph
+    was exported from (parameters, input shapes, or an op that differs)."""

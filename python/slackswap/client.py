@@ -1,0 +1,184 @@
+"""A Python client for slackswapd (the slackswap.v1.Planner service).
+
+    from slackswap.client import Client
+
+    with Client("localhost:50051") as c:
+        best = c.best_plan(graph, budget_fraction=0.5)   # a PolicyResult
+        print(best["policy"], best["result"]["throughput_retained"])
+
+Messages and stubs are generated from proto/slackswap/v1 (slackswap._protos:
+at build time when the package is installed, else on first use), so every
+RPC the .proto files declare is callable: the helpers below cover Plan,
+Simulate, Sweep and ServerInfo; `client.call("Name", request)` reaches any
+other, and `client.pb` holds the request classes (planner_service_pb2).
+
+Graphs and plans may be given in any form slackswap.graph and
+slackswap.plans read (dict, message, .json path). Results come back as
+messages, or as dicts where they feed slackswap.torch.apply.
+
+Runs under any Python with python3-grpcio and python3-protobuf.
+"""
+
+import grpc
+
+from slackswap import _protos
+from slackswap import plans as _plans
+
+DEFAULT_HARDWARE = "a100-80gb-pcie4"
+DEFAULT_TIMEOUT_S = 120.0
+# As large as the server allows by default: an exported graph of a big
+# model is tens of MB.
+_MAX_MESSAGE = 256 << 20
+
+
+class Client:
+    """A connection to one slackswapd. Every call carries a deadline
+    (timeout seconds) and the metadata given (e.g. an authorization
+    bearer token); grpc.RpcError comes through as raised by grpcio."""
+
+    def __init__(self, target, timeout=DEFAULT_TIMEOUT_S, credentials=None,
+                 metadata=()):
+        self.protos = _protos.load()
+        self.pb = self.protos.planner_service_pb2
+        options = [("grpc.max_receive_message_length", _MAX_MESSAGE),
+                   ("grpc.max_send_message_length", _MAX_MESSAGE)]
+        if credentials is None:
+            self.channel = grpc.insecure_channel(target, options=options)
+        else:
+            self.channel = grpc.secure_channel(target, credentials,
+                                               options=options)
+        self.stub = self.protos.planner_service_pb2_grpc.PlannerStub(
+            self.channel)
+        self.timeout = timeout
+        self.metadata = tuple(metadata)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        self.channel.close()
+
+    def wait_ready(self, timeout=30.0):
+        """Blocks until the channel connects (grpc.FutureTimeoutError)."""
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+
+    def call(self, method, request):
+        """Any Planner RPC by name, with this client's deadline (a
+        streaming one returns its iterator)."""
+        rpc = getattr(self.stub, method)
+        return rpc(request, timeout=self.timeout, metadata=self.metadata)
+
+    # --- building requests ------------------------------------------------
+
+    def graph_message(self, graph):
+        from google.protobuf import json_format
+        msg = self.protos.graph_pb2.OperatorGraph()
+        if isinstance(graph, msg.__class__):
+            return graph
+        if isinstance(graph, (bytes, bytearray)):
+            msg.ParseFromString(bytes(graph))
+            return msg
+        return json_format.ParseDict(_plans.read_graph(graph), msg)
+
+    def step(self, graph=None, workload=None, hardware=DEFAULT_HARDWARE):
+        """A StepSpec: an exported graph or a built-in workload name, on a
+        catalog hardware profile."""
+        spec = self.pb.StepSpec(hardware_name=hardware)
+        if graph is not None:
+            spec.graph_inline.CopyFrom(self.graph_message(graph))
+        elif workload is not None:
+            spec.workload.name = workload
+        else:
+            raise ValueError("give a graph or a workload")
+        return spec
+
+    @staticmethod
+    def _budget(request, budget_fraction, budget_bytes):
+        if (budget_fraction is None) == (budget_bytes is None):
+            raise ValueError("give one of budget_fraction and budget_bytes")
+        if budget_fraction is not None:
+            request.budget_fraction = budget_fraction
+        else:
+            request.budget_bytes = int(budget_bytes)
+
+    # --- the RPCs ---------------------------------------------------------
+
+    def server_info(self):
+        return self.call("ServerInfo", self.pb.ServerInfoRequest())
+
+    def plan(self, graph=None, *, workload=None, hardware=DEFAULT_HARDWARE,
+             budget_fraction=None, budget_bytes=None, policies=(),
+             timeline_points=0, include_reasons=False):
+        """The Plan RPC: a PlanResponse (report.results: one PolicyResult
+        per policy, each simulated). No policies: all of them."""
+        request = self.pb.PlanRequest(
+            step=self.step(graph, workload, hardware),
+            policies=list(policies), timeline_points=timeline_points,
+            include_reasons=include_reasons)
+        self._budget(request, budget_fraction, budget_bytes)
+        return self.call("Plan", request)
+
+    def best_plan(self, graph=None, *, policies=(), **kwargs):
+        """The best plan the server finds under the budget: of the feasible
+        results of the budgeted policies (all of them by default), the one
+        that retains the most throughput (the earlier on a tie), as a
+        PolicyResult dict for slackswap.torch.apply. ValueError when none
+        is feasible."""
+        response = self.plan(graph, policies=policies, **kwargs)
+        info = {p.name: p.unbudgeted_reference
+                for p in self.server_info().policies}
+        best = None
+        for r in response.report.results:
+            if info.get(r.policy, r.policy == "ideal"):
+                continue  # the unbudgeted reference (ideal)
+            if r.result.feasible and (
+                    best is None or r.result.throughput_retained >
+                    best.result.throughput_retained):
+                best = r
+        if best is None:
+            raise ValueError("no policy finds a feasible plan for %s at this "
+                             "budget: %s" % (
+                                 response.report.graph_name, "; ".join(
+                                     "%s: %s" % (r.policy,
+                                                 r.result.infeasible_reason)
+                                     for r in response.report.results)))
+        return _plans.to_dict(best)
+
+    def simulate(self, graph=None, plan=None, *, workload=None,
+                 hardware=DEFAULT_HARDWARE, budget_fraction=None,
+                 budget_bytes=None, timeline_points=0):
+        """The Simulate RPC for a plan (any form slackswap.plans reads; None
+        keeps everything): a SimulationResult message."""
+        from google.protobuf import json_format
+        request = self.pb.SimulateRequest(
+            step=self.step(graph, workload, hardware),
+            timeline_points=timeline_points)
+        if plan is not None:
+            plan_dict, _ = _plans.read_plan(plan)
+            json_format.ParseDict(plan_dict, request.plan)
+        if budget_fraction is not None or budget_bytes is not None:
+            self._budget(request, budget_fraction, budget_bytes)
+        return self.call("Simulate", request).result
+
+    def sweep(self, graph=None, *, workload=None, hardware=DEFAULT_HARDWARE,
+              start=0.1, stop=1.0, step_fraction=0.1, policies=(),
+              target=0.0):
+        """The Sweep RPC: an iterator of SweepResponse messages."""
+        request = self.pb.SweepRequest(
+            step=self.step(graph, workload, hardware), to=stop,
+            step_fraction=step_fraction, policies=list(policies),
+            target=target)
+        setattr(request, "from", start)  # a Python keyword
+        return self.call("Sweep", request)
+
+
+def message_to_dict(message):
+    """A message as a dict in the proto3 JSON mapping (field names)."""
+    return _plans.to_dict(message)
+
+
+__all__ = ["Client", "message_to_dict", "DEFAULT_HARDWARE"]
