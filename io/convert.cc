@@ -177,7 +177,7 @@ v1::Duplex DuplexToProto(Duplex d) {
 absl::Status ResolveIds(const google::protobuf::RepeatedField<int64_t>& ids,
                         const absl::flat_hash_map<int64_t, int32_t>& index,
                         const std::string& where, const char* field,
-                        std::vector<int32_t>* out) {
+                        TensorIds* out) {
   out->reserve(ids.size());
   for (int64_t id : ids) {
     auto it = index.find(id);

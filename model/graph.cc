@@ -55,7 +55,7 @@ std::string DescribeCycle(const Graph& g,
     color[root] = 1;
     while (!stack.empty()) {
       auto& [op, next] = stack.back();
-      const std::vector<int32_t>& in = g.ops[op].inputs;
+      const TensorIds& in = g.ops[op].inputs;
       if (next == in.size()) {
         color[op] = 2;
         stack.pop_back();

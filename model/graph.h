@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "common/stop.h"
 
@@ -60,6 +61,11 @@ enum class RecomputeClass : uint8_t {
 
 const char* RecomputeClassName(RecomputeClass c);
 
+// The tensors an op reads or writes, by index. Most ops have a handful:
+// kept inline, so a graph of a million ops is not millions of allocations
+// to make and free.
+using TensorIds = absl::InlinedVector<int32_t, 4>;
+
 struct OpCost {
   double flops = 0;
   int64_t bytes_accessed = 0;
@@ -72,7 +78,7 @@ struct OpCost {
 // A cheaper rebuild than re-running the producer (a dropout mask regenerated
 // from the RNG seed reads no tensor at all).
 struct Rebuild {
-  std::vector<int32_t> inputs;
+  TensorIds inputs;
   OpCost cost;
 };
 
@@ -91,8 +97,8 @@ struct Tensor {
 struct Op {
   std::string name;
   Phase phase = Phase::kForward;
-  std::vector<int32_t> inputs;
-  std::vector<int32_t> outputs;
+  TensorIds inputs;
+  TensorIds outputs;
   int64_t workspace_bytes = 0;
   int32_t layer = -1;
   OpCost cost;

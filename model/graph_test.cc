@@ -18,8 +18,8 @@ Op MakeOp(const std::string& name, Phase phase, std::vector<int32_t> in,
   Op op;
   op.name = name;
   op.phase = phase;
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
+  op.inputs.assign(in.begin(), in.end());
+  op.outputs.assign(out.begin(), out.end());
   return op;
 }
 

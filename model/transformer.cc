@@ -203,9 +203,9 @@ class Builder {
     op.name = absl::StrCat(prefix_, name);
     op.phase = Phase::kForward;
     op.layer = layer_;
-    op.inputs = std::move(inputs);
+    op.inputs.assign(inputs.begin(), inputs.end());
     op.inputs.insert(op.inputs.end(), fwd_params.begin(), fwd_params.end());
-    op.outputs = std::move(outputs);
+    op.outputs.assign(outputs.begin(), outputs.end());
     op.cost.kind = costs.kind;
     op.cost.flops = costs.fwd_flops;
     op.cost.bytes_accessed = costs.fwd_bytes;
@@ -615,7 +615,7 @@ class Builder {
     // Forward consumers per tensor (for gradient names).
     std::vector<int32_t> fwd_consumers(num_fwd_tensors, 0);
     for (const Forward& f : fwd_) {
-      std::vector<int32_t> in = g_.ops[f.op].inputs;
+      TensorIds in = g_.ops[f.op].inputs;
       std::sort(in.begin(), in.end());
       in.erase(std::unique(in.begin(), in.end()), in.end());
       for (int32_t t : in) ++fwd_consumers[t];
@@ -631,7 +631,7 @@ class Builder {
       op.phase = Phase::kBackward;
       op.layer = fwd.layer;
       op.cost = it->bwd_cost;
-      op.inputs = it->saved;
+      op.inputs.assign(it->saved.begin(), it->saved.end());
       for (int32_t p : it->bwd_params) op.inputs.push_back(p);
       for (int32_t out : fwd.outputs) {
         for (int32_t gr : grads[out]) op.inputs.push_back(gr);

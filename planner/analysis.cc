@@ -46,7 +46,7 @@ bool NeedsRebuild(const Graph& g, const Plan& plan, int32_t t) {
   return true;  // an unsaved forward tensor is freed after forward
 }
 
-const std::vector<int32_t>& RebuildInputs(const Graph& g, int32_t t) {
+const TensorIds& RebuildInputs(const Graph& g, int32_t t) {
   const Tensor& tensor = g.tensors[t];
   if (tensor.rebuild.has_value()) return tensor.rebuild->inputs;
   return g.ops[g.index.producer[t]].inputs;

@@ -63,7 +63,7 @@ bool NeedsRebuild(const Graph& g, const Plan& plan, int32_t t);
 
 // What rebuilding t reads: its Rebuild recipe's inputs, or its producer's.
 // REQUIRES: t is produced by an op.
-const std::vector<int32_t>& RebuildInputs(const Graph& g, int32_t t);
+const TensorIds& RebuildInputs(const Graph& g, int32_t t);
 
 // Compute time to rebuild tensor t under `plan`: its producer (or Rebuild
 // recipe) plus, down the chain, every input that is not resident then

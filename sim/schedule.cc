@@ -166,7 +166,7 @@ class Lowerer {
   // which waits for the inputs still on the host; returns its id. A rebuild
   // reads inputs that may be dropped too (a chain, as long as the graph):
   // walked with an explicit stack, never by recursion.
-  absl::StatusOr<int32_t> EmitReading(const std::vector<int32_t>& inputs,
+  absl::StatusOr<int32_t> EmitReading(const TensorIds& inputs,
                                       const Task& task) {
     std::vector<Reading> stack;
     stack.push_back(Reading{&inputs, task, 0, {}});
@@ -189,7 +189,7 @@ class Lowerer {
   // One task being lowered: it reads `inputs` (made resident first, in
   // order) and, for a rebuild, restores `restored`.
   struct Reading {
-    const std::vector<int32_t>* inputs;
+    const TensorIds* inputs;
     Task task;
     size_t next = 0;
     std::vector<int32_t> restored;

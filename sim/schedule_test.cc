@@ -13,8 +13,8 @@ Op MakeOp(const char* name, Phase phase, std::vector<int32_t> in,
   Op op;
   op.name = name;
   op.phase = phase;
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
+  op.inputs.assign(in.begin(), in.end());
+  op.outputs.assign(out.begin(), out.end());
   op.cost.duration_ns = 10;
   return op;
 }
@@ -30,7 +30,7 @@ struct Fixture {
     y = g.AddTensor({.name = "y", .bytes = 1});
     z = g.AddTensor({.name = "z", .bytes = 1});
     Tensor mask{.name = "m", .bytes = 1};
-    mask.rebuild = Rebuild{};
+    mask.rebuild.emplace();
     m = g.AddTensor(mask);
     s = g.AddTensor({.name = "s", .bytes = 1});
     g.AddOp(MakeOp("f0", Phase::kForward, {}, {x, s, m}));  // 0

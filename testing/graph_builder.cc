@@ -27,8 +27,8 @@ int32_t GraphBuilder::Add(const std::string& name, Phase phase, int64_t ns,
   Op op;
   op.name = name;
   op.phase = phase;
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
+  op.inputs.assign(in.begin(), in.end());
+  op.outputs.assign(out.begin(), out.end());
   op.cost.duration_ns = ns;
   return g_.AddOp(std::move(op));
 }
