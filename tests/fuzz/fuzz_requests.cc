@@ -16,13 +16,16 @@ using namespace slackswap;  // NOLINT: a fuzz target, not a library
 
 const PlanningCore& Core() {
   static const PlanningCore* core = [] {
+    // Inputs up to 4 MiB hold graphs of ~100,000 ops: room for the long
+    // chains and wide fan-outs that once broke the planner.
     CoreLimits limits;
-    limits.max_graph_ops = 600;
-    limits.max_graph_tensors = 1200;
-    limits.max_workload_layers = 4;
+    limits.max_graph_ops = 300'000;
+    limits.max_graph_tensors = 600'000;
+    limits.max_workload_layers = 8;
     limits.max_timeline_points = 64;
     limits.max_sweep_points = 12;
-    limits.max_event_ops = 600;
+    limits.max_event_ops = 2'000;
+    limits.max_recompute_tasks = 2'000'000;
     return new PlanningCore(limits);
   }();
   return *core;
@@ -63,8 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2: {
       v1::SweepRequest req;
       if (Parse(data, size, &req)) {
-        (void)Core().SweepBudgets(req, {},
-                           [](const v1::SweepResponse&) { return true; });
+        (void)Core().SweepBudgets(
+            req, TimeLimit(), [](const v1::SweepResponse&) { return true; });
       }
       return 0;
     }
