@@ -2,17 +2,21 @@
 // and on synthetic transformer steps of about 1k, 10k and 100k ops. One
 // iteration is what a request costs: analysis, the policy's search (its
 // candidate simulations) and the final simulation of its plan.
-// BM_AnalyzeStep times the analysis alone.
+// BM_AnalyzeStep times the analysis alone; BM_Bound the LP bound (from
+// scratch, or started from slackswap's plan as the service does);
+// `optimal` runs on the reference workloads only, to its 2 s limit.
 //
 //   taskset -c 1 build/bench/planner_bench
 #include <map>
+#include <optional>
 #include <string>
 
 #include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
-#include "planner/policy.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
+#include "planner/policy.h"
+#include "planner/relaxation.h"
 
 namespace slackswap {
 namespace {
@@ -76,6 +80,42 @@ void BM_AnalyzeStep(benchmark::State& state, std::string workload) {
   state.counters["ops"] = static_cast<double>(g.ops.size());
 }
 
+// The LP bound at half the peak. `warm`: started from slackswap's plan
+// (made outside the timing), as PlanStep does with its fastest plan.
+void BM_Bound(benchmark::State& state, std::string workload, bool warm) {
+  const Graph& g = CachedGraph(workload);
+  const Hardware hw = *FindHardware("a100-80gb-pcie4");
+  absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, hw);
+  const PlanningContext ctx{g, hw, *a, g.index.saved_bytes / 2};
+  RelaxationOptions options;
+  std::optional<Plan> start;
+  if (warm) {
+    absl::StatusOr<PlanOutcome> plan = PlanAndSimulate("slackswap", ctx, {});
+    if (!plan.ok()) {
+      state.SkipWithError(std::string(plan.status().message()).c_str());
+      return;
+    }
+    start = plan->plan;
+    options.start = &*start;
+  }
+  double retained = 0;
+  for (auto _ : state) {
+    absl::StatusOr<Relaxation> bound = SolveRelaxation(ctx, options);
+    if (!bound.ok()) {
+      state.SkipWithError(std::string(bound.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(*bound);
+    retained = bound->retained_upper;
+  }
+  state.counters["ops"] = static_cast<double>(g.ops.size());
+  state.counters["bound"] = retained;
+}
+
+bool IsReference(const std::string& workload) {
+  return workload.rfind("ops_", 0) != 0;
+}
+
 }  // namespace
 
 void RegisterBenchmarks() {
@@ -85,7 +125,16 @@ void RegisterBenchmarks() {
         ("BM_AnalyzeStep/" + std::string(workload)).c_str(), BM_AnalyzeStep,
         workload)
         ->Unit(benchmark::kMillisecond);
+    for (bool warm : {false, true}) {
+      if (std::string(workload) == "ops_100k") break;  // minutes per solve
+      benchmark::RegisterBenchmark(
+          ("BM_Bound/" + std::string(workload) + (warm ? "/warm" : "/cold"))
+              .c_str(),
+          BM_Bound, workload, warm)
+          ->Unit(benchmark::kMillisecond);
+    }
     for (const std::string& policy : PolicyNames()) {
+      if (policy == "optimal" && !IsReference(workload)) continue;
       benchmark::RegisterBenchmark(
           ("BM_PlanAndSimulate/" + std::string(workload) + "/" + policy)
               .c_str(),

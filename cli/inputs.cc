@@ -44,8 +44,17 @@ FlagSpec BudgetFlag(bool required) {
 
 FlagSpec PolicyFlag() {
   return {"policy", "NAME[,NAME...]|all",
-          absl::StrCat("policies: ", absl::StrJoin(PolicyNames(), ", ")),
-          "all"};
+          absl::StrCat("policies: ", absl::StrJoin(PolicyNames(), ", "),
+                       "; all is every one"),
+          absl::StrJoin(DefaultPolicyNames(), ",")};
+}
+
+FlagSpecs BoundFlags() {
+  return {{"include-bound", "",
+           "also compute the bound no plan can beat (an LP), and each "
+           "policy's gap to it"},
+          {"optimal-time-limit", "SECONDS",
+           "the optimal policy's solver time limit (at most 600)", "2"}};
 }
 
 FlagSpec TimelinePointsFlag() {
@@ -116,8 +125,12 @@ absl::StatusOr<Budget> BudgetFromFlags(const Flags& flags) {
 
 void AddPolicies(const Flags& flags,
                  google::protobuf::RepeatedPtrField<std::string>* out) {
-  const std::string spec = flags.Get("policy").value_or("all");
-  if (spec == "all") return;  // empty: every policy
+  if (!flags.Has("policy")) return;  // empty: the default set
+  const std::string spec = *flags.Get("policy");
+  if (spec == "all") {
+    for (const std::string& name : PolicyNames()) out->Add(std::string(name));
+    return;
+  }
   for (absl::string_view name : absl::StrSplit(spec, ',')) {
     out->Add(std::string(name));
   }

@@ -23,6 +23,8 @@ const FlagSpecs& StepFlags();
 FlagSpec BudgetFlag(bool required);
 // --policy NAME[,NAME...]|all.
 FlagSpec PolicyFlag();
+// --include-bound and --optimal-time-limit SECONDS.
+FlagSpecs BoundFlags();
 // --timeline-points N.
 FlagSpec TimelinePointsFlag();
 
@@ -48,10 +50,22 @@ absl::Status SetBudgetFromFlags(const Flags& flags, Request* req) {
   return absl::OkStatus();
 }
 
-// --policy NAME[,NAME...]|all (default all): adds the names to `out`; none
-// for all, which the backend reads as every policy.
+// --policy NAME[,NAME...]|all: adds the names to `out` (all: every policy);
+// none without the flag, which the backend reads as the default set.
 void AddPolicies(const Flags& flags,
                  google::protobuf::RepeatedPtrField<std::string>* out);
+
+// Sets a PlanRequest's or SweepRequest's include_bound and
+// optimal_time_limit_s from --include-bound and --optimal-time-limit.
+template <typename Request>
+absl::Status SetBoundFlags(const Flags& flags, Request* req) {
+  req->set_include_bound(flags.Has("include-bound"));
+  absl::StatusOr<std::optional<double>> limit =
+      flags.GetDouble("optimal-time-limit");
+  if (!limit.ok()) return limit.status();
+  if (limit->has_value()) req->set_optimal_time_limit_s(**limit);
+  return absl::OkStatus();
+}
 
 // --timeline-points N, in [1, CoreLimits::max_timeline_points]; nullopt when
 // not given.

@@ -23,6 +23,7 @@ absl::Status RunPlan(const Flags& flags, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
   SLACKSWAP_RETURN_IF_ERROR(SetBudgetFromFlags(flags, &req));
   AddPolicies(flags, req.mutable_policies());
+  SLACKSWAP_RETURN_IF_ERROR(SetBoundFlags(flags, &req));
   if (flags.Has("out") && req.policies_size() != 1) {
     return absl::InvalidArgumentError("--out needs exactly one --policy");
   }
@@ -73,10 +74,13 @@ Command PlanCommand() {
             {"json", "", "print the PlanReport as JSON"},
             TimelinePointsFlag(),
             {"reasons", "", "print each decision's reason"}},
+           BoundFlags(),
            BackendFlags()}),
       .examples = {"slackswap plan --workload gpt2-xl --budget 0.5 --policy "
                    "slackswap --out plan.txtpb",
-                   "slackswap plan --workload llama-7b --budget 20GB --json"},
+                   "slackswap plan --workload llama-7b --budget 20GB --json",
+                   "slackswap plan --workload bert-large --budget 0.3 --policy "
+                   "optimal,slackswap --include-bound"},
       .run = &RunPlan,
   };
 }

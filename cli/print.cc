@@ -42,21 +42,46 @@ void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
       report.graph_name(), report.hardware_name(),
       FormatBytes(report.budget_bytes()), report.budget_fraction(),
       FormatBytes(report.unconstrained_peak_bytes()));
-  out << absl::StrFormat("  %-15s %9s %10s %9s %11s %11s %9s\n", "policy",
+  const bool bound = report.has_bound_retained();
+  out << absl::StrFormat("  %-15s %9s %10s %9s %11s %11s %9s%s\n", "policy",
                          "retained", "step ms", "peak", "swapped", "recomputed",
-                         "plan ms");
+                         "plan ms", bound ? "  to bound" : "");
   for (const v1::PolicyResult& p : report.results()) {
     const v1::SimulationResult& r = p.result();
+    if (!p.unavailable().empty()) {
+      out << absl::StrFormat("  %-15s unavailable: %s\n", p.policy(),
+                             p.unavailable());
+      continue;
+    }
     if (!r.feasible()) {
       out << absl::StrFormat("  %-15s infeasible: %s\n", p.policy(),
                              r.infeasible_reason());
       continue;
     }
     out << absl::StrFormat(
-        "  %-15s %8.2f%% %10.3f %9s %11d %11d %9.1f\n", p.policy(),
+        "  %-15s %8.2f%% %10.3f %9s %11d %11d %9.1f", p.policy(),
         100 * r.throughput_retained(), r.step_ns() / 1e6,
         FormatBytes(r.peak_activation_bytes()), r.swapped_tensors(),
         r.recomputed_tensors(), p.planning_seconds() * 1e3);
+    if (p.has_gap_to_bound()) {
+      out << absl::StrFormat(" %8.3f pp", 100 * p.gap_to_bound());
+    }
+    if (p.has_optimal_proven()) {
+      out << absl::StrFormat("  (%s; the model's bound %.3f%%)",
+                             p.optimal_proven()
+                                 ? "proven optimal for the model"
+                                 : "not proven optimal for the model",
+                             100 * p.model_bound_retained());
+    }
+    out << "\n";
+  }
+  if (bound) {
+    out << absl::StrFormat(
+        "  bound: no plan retains more than %.3f%% (a linear-programming "
+        "relaxation)\n",
+        100 * report.bound_retained());
+  } else if (!report.bound_unavailable().empty()) {
+    out << "  bound unavailable: " << report.bound_unavailable() << "\n";
   }
 }
 
@@ -68,8 +93,11 @@ void PrintSweepTable(const v1::SweepReport& report,
       "unconstrained peak %s\n",
       report.graph_name(), report.hardware_name(),
       FormatBytes(report.unconstrained_peak_bytes()));
+  const bool bound =
+      report.points_size() > 0 && report.points(0).has_bound_retained();
   out << absl::StrFormat("%8s %10s", "budget", "bytes");
   for (const std::string& p : policies) out << absl::StrFormat(" %15s", p);
+  if (bound) out << absl::StrFormat(" %15s", "bound");
   out << "\n";
   for (int i = 0;
        i + policies.size() <= static_cast<size_t>(report.points_size());
@@ -79,9 +107,15 @@ void PrintSweepTable(const v1::SweepReport& report,
                            FormatBytes(first.budget_bytes()));
     for (size_t j = 0; j < policies.size(); ++j) {
       const v1::SweepPoint& p = report.points(i + j);
-      out << (p.feasible()
+      out << (!p.unavailable().empty() ? absl::StrFormat(" %15s", "unavailable")
+              : p.feasible()
                   ? absl::StrFormat(" %14.2f%%", 100 * p.throughput_retained())
                   : absl::StrFormat(" %15s", "infeasible"));
+    }
+    if (bound) {
+      out << (first.has_bound_retained()
+                  ? absl::StrFormat(" %14.2f%%", 100 * first.bound_retained())
+                  : absl::StrFormat(" %15s", "unavailable"));
     }
     out << "\n";
   }
@@ -106,11 +140,18 @@ void PrintSweepTable(const v1::SweepReport& report,
 
 void PrintSweepCsv(const v1::SweepReport& report, std::ostream& out) {
   out << "budget_fraction,budget_bytes,policy,feasible,throughput_retained,"
-         "peak_activation_bytes\n";
+         "peak_activation_bytes,bound_retained,gap_to_bound\n";
   for (const v1::SweepPoint& p : report.points()) {
-    out << absl::StrFormat("%.4f,%d,%s,%d,%.6f,%d\n", p.budget_fraction(),
+    // Empty fields where there is no bound (or the policy had no result).
+    const std::string bound = p.has_bound_retained()
+                                  ? absl::StrFormat("%.6f", p.bound_retained())
+                                  : "";
+    const std::string gap =
+        p.has_gap_to_bound() ? absl::StrFormat("%.6f", p.gap_to_bound()) : "";
+    out << absl::StrFormat("%.4f,%d,%s,%d,%.6f,%d,%s,%s\n", p.budget_fraction(),
                            p.budget_bytes(), p.policy(), p.feasible(),
-                           p.throughput_retained(), p.peak_activation_bytes());
+                           p.throughput_retained(), p.peak_activation_bytes(),
+                           bound, gap);
   }
   if (report.targets_size() > 0) {
     out << "\npolicy,target,reached,budget_fraction,budget_bytes,"

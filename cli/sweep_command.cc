@@ -37,6 +37,7 @@ absl::Status RunSweep(const Flags& flags, std::ostream& out) {
   req.set_to(v[1]);
   req.set_step_fraction(v[2]);
   AddPolicies(flags, req.mutable_policies());
+  SLACKSWAP_RETURN_IF_ERROR(SetBoundFlags(flags, &req));
   SLACKSWAP_ASSIGN_OR_RETURN(std::optional<double> target,
                              flags.GetDouble("target"));
   if (target.has_value()) {
@@ -67,7 +68,7 @@ absl::Status RunSweep(const Flags& flags, std::ostream& out) {
   } else {
     std::vector<std::string> policies(req.policies().begin(),
                                       req.policies().end());
-    if (policies.empty()) policies = PolicyNames();
+    if (policies.empty()) policies = DefaultPolicyNames();
     PrintSweepTable(report, policies, out);
   }
   return absl::OkStatus();
@@ -91,6 +92,7 @@ Command SweepCommand() {
                    {"json", "", "print a SweepReport as JSON"},
                    {"target", "SHARE",
                     "also find the smallest budget retaining SHARE (0.99)"}},
+                  BoundFlags(),
                   BackendFlags()}),
       .examples = {"slackswap sweep --workload gpt2-xl --target 0.99",
                    "slackswap sweep --workload llama-7b --budgets "

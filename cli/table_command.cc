@@ -36,13 +36,16 @@ absl::Status RunTable(const Flags& flags, std::ostream& out) {
       kHardware, kBudgetFraction,
       flags.Has("server") ? " (planned by " + *flags.Get("server") + ")" : "");
   out << absl::StrFormat("%-11s %9s", "model", "budget");
-  for (const std::string& p : PolicyNames()) out << absl::StrFormat(" %14s", p);
-  out << absl::StrFormat(" %14s\n", "seed (paper)");
+  for (const std::string& p : DefaultPolicyNames()) {
+    out << absl::StrFormat(" %14s", p);
+  }
+  out << absl::StrFormat(" %14s %14s\n", "bound", "seed (paper)");
   for (const Row& row : kRows) {
     v1::PlanRequest req;
     req.mutable_step()->mutable_workload()->set_name(row.workload);
     req.mutable_step()->set_hardware_name(kHardware);
     req.set_budget_fraction(kBudgetFraction);
+    req.set_include_bound(true);
     SLACKSWAP_ASSIGN_OR_RETURN(v1::PlanResponse resp, backend->Plan(req));
     out << absl::StrFormat("%-11s %9s", row.workload,
                            FormatBytes(resp.report().budget_bytes()));
@@ -52,6 +55,10 @@ absl::Status RunTable(const Flags& flags, std::ostream& out) {
                                     100 * p.result().throughput_retained())
                   : absl::StrFormat(" %14s", "infeasible"));
     }
+    out << (resp.report().has_bound_retained()
+                ? absl::StrFormat(" %13.2f%%",
+                                  100 * resp.report().bound_retained())
+                : absl::StrFormat(" %14s", "unavailable"));
     out << absl::StrFormat(" %13.1f%%\n", 100 * row.seed_retained);
   }
   return absl::OkStatus();

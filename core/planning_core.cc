@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
@@ -17,6 +19,7 @@
 #include "model/transformer.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
+#include "planner/relaxation.h"
 
 namespace slackswap {
 namespace {
@@ -57,21 +60,27 @@ struct PolicyRunner {
     return PlanOutcome{std::move(plan), std::move(result)};
   }
 
-  absl::StatusOr<SimResult> Quiet(const std::string& policy,
-                                  int64_t budget) const {
+  // `policy`'s plan and result at `budget`, no timeline; `seeds` as
+  // PlanningContext::seeds.
+  absl::StatusOr<PlanOutcome> Quiet(
+      const std::string& policy, int64_t budget,
+      const std::vector<Plan>* seeds = nullptr) const {
     PlanningContext at = ctx;
     at.budget_bytes = budget;
+    at.seeds = seeds;
     SimOptions report;
     report.record_timeline = false;
-    SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome out, (PolicyRunner{at, observer}.Run(
-                                                    policy, report, nullptr)));
-    return out.result;
+    return PolicyRunner{at, observer}.Run(policy, report, nullptr);
   }
 };
 
 double Fraction(int64_t bytes, int64_t peak) {
   return static_cast<double>(bytes) / std::max<int64_t>(1, peak);
 }
+
+// The LP bound's cost beside one slackswap plan of the same graph (measured:
+// 30 to 60 times on the reference workloads).
+constexpr double kBoundRelativeCost = 60;
 
 // The smallest budget at which `policy` retains `target`: bisection in bytes
 // from the lowest swept budget that reaches it down to the highest that
@@ -94,7 +103,8 @@ absl::StatusOr<v1::TargetAnswer> FindTarget(
   }
   if (hi < 0) {
     // Keeping everything always fits; try the full peak before giving up.
-    SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, runner.Quiet(policy, peak));
+    SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o, runner.Quiet(policy, peak));
+    const SimResult& r = o.result;
     if (!r.feasible || r.throughput_retained < target) {
       out.set_reached(false);
       return out;
@@ -110,7 +120,8 @@ absl::StatusOr<v1::TargetAnswer> FindTarget(
   }
   while (hi - lo > std::max<int64_t>(1, peak / 1000)) {
     const int64_t mid = lo + (hi - lo) / 2;
-    SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, runner.Quiet(policy, mid));
+    SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o, runner.Quiet(policy, mid));
+    const SimResult& r = o.result;
     if (r.feasible && r.throughput_retained >= target) {
       hi = mid;
       hi_retained = r.throughput_retained;
@@ -132,7 +143,9 @@ absl::Status LowestBudgetError(const PlanningContext& ctx,
   int64_t lowest = std::numeric_limits<int64_t>::max();
   std::string by;
   for (const PolicyInfo* policy : policies) {
-    if (policy->unbudgeted_reference) continue;
+    // The reference has no budget; a solver's policy would take its time
+    // limit per bisection step.
+    if (policy->unbudgeted_reference || policy->may_be_unavailable) continue;
     SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
                                MinimumFeasibleBudget(policy->name, ctx));
     if (minimum < lowest) {
@@ -140,8 +153,82 @@ absl::Status LowestBudgetError(const PlanningContext& ctx,
       by = policy->name;
     }
   }
+  if (by.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "budget ", ctx.budget_bytes, " bytes (", FormatBytes(ctx.budget_bytes),
+        ") is met by no policy's plan"));
+  }
   return BudgetNotMetError(ctx.budget_bytes, lowest, by,
                            ctx.graph.index.saved_bytes);
+}
+
+// The retained share of a step of `step_ns`.
+double RetainedAt(const StepAnalysis& a, int64_t step_ns) {
+  if (step_ns <= 0) return 1;
+  return std::min(1.0, static_cast<double>(a.durations.total_ns) /
+                           static_cast<double>(step_ns));
+}
+
+// Which of a request's plans the bound's solver starts from: the fastest
+// feasible one, else the one with the lowest peak (the model, looser than
+// the simulator, may still accept it).
+class BoundStart {
+ public:
+  // `index`: where the plan judged `r` is in the request's seeds.
+  void Offer(const SimResult& r, size_t index) {
+    const std::pair<bool, int64_t> key = {
+        !r.feasible, r.feasible ? r.step_ns : r.peak_activation_bytes};
+    if (!best_.has_value() || key < key_) {
+      best_ = index;
+      key_ = key;
+    }
+  }
+  const slackswap::Plan* In(const std::vector<slackswap::Plan>& seeds) const {
+    return best_.has_value() ? &seeds[*best_] : nullptr;
+  }
+
+ private:
+  std::optional<size_t> best_;
+  std::pair<bool, int64_t> key_;
+};
+
+// The LP bound at ctx's budget: the retained share no plan beats, or why
+// there is none (never a made-up value). CANCELLED passes through. `start`
+// (may be null): a plan for the solver to start from (BoundStart).
+absl::StatusOr<std::optional<double>> Bound(const PlanningContext& ctx,
+                                            const slackswap::Plan* start,
+                                            std::string* unavailable) {
+  RelaxationOptions options;
+  options.start = start;
+  absl::StatusOr<Relaxation> b = SolveRelaxation(ctx, options);
+  if (!b.ok()) {
+    if (absl::IsCancelled(b.status())) return b.status();
+    *unavailable = std::string(b.status().message());
+    return std::nullopt;
+  }
+  return b->feasible ? b->retained_upper : 0.0;
+}
+
+// Adds the bound, and each budgeted result's gap to it, to `out`.
+absl::Status AddBound(const PlanningContext& ctx, const slackswap::Plan* start,
+                      v1::PlanReport& out) {
+  std::string unavailable;
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<double> bound,
+                             Bound(ctx, start, &unavailable));
+  if (!bound.has_value()) {
+    out.set_bound_unavailable(unavailable);
+    return absl::OkStatus();
+  }
+  out.set_bound_retained(*bound);
+  for (v1::PolicyResult& p : *out.mutable_results()) {
+    absl::StatusOr<const PolicyInfo*> info = FindPolicy(p.policy());
+    if (!info.ok() || (*info)->unbudgeted_reference || !p.has_result()) {
+      continue;
+    }
+    p.set_gap_to_bound(
+        std::max(0.0, *bound - p.result().throughput_retained()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -188,8 +275,13 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph;
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      const double time_limit,
+      ResolveOptimalTimeLimit(req.has_optimal_time_limit_s(),
+                              req.optimal_time_limit_s()));
   double plans = 0;
   for (const PolicyInfo* policy : policies) plans += policy->relative_cost;
+  if (req.include_bound()) plans += kBoundRelativeCost;
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
 
@@ -197,6 +289,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
                              AnalyzeStep(g, step.hw, stop));
   PlanningContext ctx = Context(g, step.hw, analysis, budget, stop);
   ctx.explain = req.include_reasons();
+  ctx.optimal_time_limit_s = time_limit;
   const PolicyRunner runner{ctx, observer_};
   SimOptions report;
   report.timeline_points = req.timeline_points();
@@ -210,26 +303,54 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   out.set_budget_bytes(budget);
   out.set_unconstrained_peak_bytes(g.index.saved_bytes);
   out.set_budget_fraction(Fraction(budget, g.index.saved_bytes));
+  // In registry order (slackswap last: it starts from the others' plans),
+  // reported in the request's.
+  std::vector<const PolicyInfo*> run_order = policies;
+  // Registry entries are one vector: their addresses are registry order.
+  std::sort(run_order.begin(), run_order.end());
+  std::vector<slackswap::Plan> seeds;
+  ctx.seeds = &seeds;
+  absl::flat_hash_map<const PolicyInfo*, v1::PolicyResult> results;
   bool any_budgeted = false;
   bool any_feasible = false;
-  for (const PolicyInfo* policy : policies) {
+  BoundStart start;
+  for (const PolicyInfo* policy : run_order) {
+    v1::PolicyResult& p = results[policy];
+    p.set_policy(policy->name);
     double seconds = 0;
-    SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o,
-                               runner.Run(policy->name, report, &seconds));
-    v1::PolicyResult* p = out.add_results();
-    p->set_policy(policy->name);
-    *p->mutable_result() = ResultToProto(o.result, g);
+    absl::StatusOr<PlanOutcome> o = runner.Run(policy->name, report, &seconds);
+    if (!o.ok()) {
+      if (!policy->may_be_unavailable || absl::IsCancelled(o.status())) {
+        return o.status();
+      }
+      p.set_unavailable(std::string(o.status().message()));
+      continue;
+    }
+    *p.mutable_result() = ResultToProto(o->result, g);
     // Kept tensors need no decision; with reasons, every decision shows.
-    *p->mutable_plan() =
-        PlanToProto(o.plan, g, step.hw.name, req.include_reasons());
-    p->set_planning_seconds(seconds);
+    *p.mutable_plan() =
+        PlanToProto(o->plan, g, step.hw.name, req.include_reasons());
+    p.set_planning_seconds(seconds);
+    if (o->plan.proof.has_value()) {
+      p.set_optimal_proven(o->plan.proof->optimal);
+      p.set_model_bound_retained(
+          RetainedAt(analysis, o->plan.proof->step_ns_lower));
+    }
     if (!policy->unbudgeted_reference) {
       any_budgeted = true;
-      any_feasible |= o.result.feasible;
+      any_feasible |= o->result.feasible;
+      start.Offer(o->result, seeds.size());
+      seeds.push_back(std::move(o->plan));
     }
   }
   if (any_budgeted && !any_feasible) {
     return LowestBudgetError(ctx, policies);
+  }
+  for (const PolicyInfo* policy : policies) {
+    *out.add_results() = std::move(results[policy]);
+  }
+  if (req.include_bound()) {
+    SLACKSWAP_RETURN_IF_ERROR(AddBound(ctx, start.In(seeds), out));
   }
   resp.set_server_seconds(watch.Lap());
   return resp;
@@ -264,6 +385,8 @@ struct SweepSpec {
   std::vector<const PolicyInfo*> policies;
   std::vector<double> fractions;
   double target = 0;
+  bool include_bound = false;
+  double optimal_time_limit_s = PlanningContext::kDefaultOptimalTimeLimitS;
 };
 
 absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
@@ -296,6 +419,11 @@ absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
         absl::StrCat("target must be in [0, 1], got ", req.target()));
   }
   spec.target = req.target();
+  spec.include_bound = req.include_bound();
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      spec.optimal_time_limit_s,
+      ResolveOptimalTimeLimit(req.has_optimal_time_limit_s(),
+                              req.optimal_time_limit_s()));
   for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
     // Rounded so that 0.1 + 3 * 0.3 is 1.0, not 0.9999999999999999.
     spec.fractions.push_back(std::round((from + i * by) * 1e9) / 1e9);
@@ -309,23 +437,65 @@ using Emit = std::function<absl::Status(const v1::SweepResponse&)>;
 absl::StatusOr<std::vector<v1::SweepPoint>> SweepPoints(
     const SweepSpec& spec, const PolicyRunner& runner, const Emit& emit) {
   const int64_t peak = spec.step.graph.index.saved_bytes;
+  // Each budget's policies in registry order, slackswap last with the
+  // others' plans; emitted in the request's order.
+  std::vector<const PolicyInfo*> run_order = spec.policies;
+  std::sort(run_order.begin(), run_order.end());
   std::vector<v1::SweepPoint> points;
   for (double f : spec.fractions) {
     const int64_t budget = Budget::Fraction(f).Resolve(peak);
+    std::vector<Plan> seeds;
+    BoundStart start;
+    absl::flat_hash_map<const PolicyInfo*, v1::SweepPoint> at_budget;
+    for (const PolicyInfo* policy : run_order) {
+      v1::SweepPoint& p = at_budget[policy];
+      p.set_policy(policy->name);
+      p.set_budget_fraction(f);
+      p.set_budget_bytes(budget);
+      absl::StatusOr<PlanOutcome> o =
+          runner.Quiet(policy->name, budget, &seeds);
+      if (!o.ok()) {
+        if (!policy->may_be_unavailable || absl::IsCancelled(o.status())) {
+          return o.status();
+        }
+        p.set_unavailable(std::string(o.status().message()));
+        continue;
+      }
+      const SimResult& r = o->result;
+      p.set_feasible(r.feasible);
+      p.set_throughput_retained(r.throughput_retained);
+      p.set_peak_activation_bytes(r.peak_activation_bytes);
+      p.set_infeasible_reason(r.infeasible_reason);
+      if (!policy->unbudgeted_reference) {
+        start.Offer(r, seeds.size());
+        seeds.push_back(std::move(o->plan));
+      }
+    }
+    std::optional<double> bound;
+    std::string bound_unavailable;
+    if (spec.include_bound) {
+      PlanningContext at = runner.ctx;
+      at.budget_bytes = budget;
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          bound, Bound(at, start.In(seeds), &bound_unavailable));
+    }
+    for (auto& [policy, p] : at_budget) {
+      if (!bound.has_value()) continue;
+      p.set_bound_retained(*bound);
+      if (!policy->unbudgeted_reference && p.unavailable().empty()) {
+        p.set_gap_to_bound(std::max(0.0, *bound - p.throughput_retained()));
+      }
+    }
     for (const PolicyInfo* policy : spec.policies) {
-      SLACKSWAP_ASSIGN_OR_RETURN(SimResult r,
-                                 runner.Quiet(policy->name, budget));
       v1::SweepResponse msg;
       msg.set_unconstrained_peak_bytes(peak);
-      v1::SweepPoint* p = msg.mutable_point();
-      p->set_policy(policy->name);
-      p->set_budget_fraction(f);
-      p->set_budget_bytes(budget);
-      p->set_feasible(r.feasible);
-      p->set_throughput_retained(r.throughput_retained);
-      p->set_peak_activation_bytes(r.peak_activation_bytes);
-      p->set_infeasible_reason(r.infeasible_reason);
-      points.push_back(*p);
+      *msg.mutable_point() = at_budget[policy];
+      if (!bound.has_value() && spec.include_bound) {
+        msg.mutable_point()->set_unavailable(
+            msg.point().unavailable().empty() ? "no bound: " + bound_unavailable
+                                              : msg.point().unavailable());
+      }
+      points.push_back(msg.point());
       SLACKSWAP_RETURN_IF_ERROR(emit(msg));
     }
   }
@@ -338,7 +508,9 @@ absl::Status TargetAnswers(const SweepSpec& spec, const PolicyRunner& runner,
                            const Emit& emit) {
   if (spec.target <= 0) return absl::OkStatus();
   for (const PolicyInfo* policy : spec.policies) {
-    if (policy->unbudgeted_reference) continue;
+    // The reference has no budget to find; a solver's policy would take its
+    // time limit per bisection step.
+    if (policy->unbudgeted_reference || policy->may_be_unavailable) continue;
     v1::SweepResponse msg;
     SLACKSWAP_ASSIGN_OR_RETURN(
         *msg.mutable_target(),
@@ -355,6 +527,7 @@ absl::Status PolicyMinimums(const SweepSpec& spec, const PlanningContext& ctx,
                             const Emit& emit) {
   for (const PolicyInfo* policy : spec.policies) {
     const bool infeasible_somewhere =
+        !policy->may_be_unavailable &&
         std::any_of(points.begin(), points.end(), [&](const v1::SweepPoint& p) {
           return p.policy() == policy->name && !p.feasible();
         });
@@ -385,6 +558,9 @@ absl::Status PlanningCore::SweepBudgets(
   // Every point, and a bisection (about 12 plannings) per target answer.
   plans *=
       static_cast<double>(spec.fractions.size()) + (spec.target > 0 ? 12 : 0);
+  if (spec.include_bound) {
+    plans += kBoundRelativeCost * static_cast<double>(spec.fractions.size());
+  }
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
@@ -393,6 +569,7 @@ absl::Status PlanningCore::SweepBudgets(
       Context(g, spec.step.hw, analysis,
               std::max<int64_t>(1, g.index.saved_bytes), stop);
   ctx.explain = false;  // sweep points carry no plans
+  ctx.optimal_time_limit_s = spec.optimal_time_limit_s;
   const PolicyRunner runner{ctx, observer_};
   const Emit send = [&](const v1::SweepResponse& r) -> absl::Status {
     if (!emit(r)) return absl::CancelledError("the client went away");

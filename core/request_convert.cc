@@ -144,7 +144,9 @@ absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
     const google::protobuf::RepeatedPtrField<std::string>& names) {
   std::vector<const PolicyInfo*> out;
   if (names.empty()) {
-    for (const PolicyInfo& p : PolicyRegistry()) out.push_back(&p);
+    for (const PolicyInfo& p : PolicyRegistry()) {
+      if (p.in_default_set) out.push_back(&p);
+    }
     return out;
   }
   if (names.size() > kMaxPolicyNames) {
@@ -162,6 +164,16 @@ absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
     if (std::find(out.begin(), out.end(), *p) == out.end()) out.push_back(*p);
   }
   return out;
+}
+
+absl::StatusOr<double> ResolveOptimalTimeLimit(bool has_seconds,
+                                               double seconds) {
+  if (!has_seconds) return PlanningContext::kDefaultOptimalTimeLimitS;
+  if (!(seconds > 0 && seconds <= 600)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimal_time_limit_s must be in (0, 600], got ", seconds));
+  }
+  return seconds;
 }
 
 absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits) {

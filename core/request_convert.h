@@ -53,8 +53,9 @@ absl::StatusOr<int64_t> ResolveBudget(bool has_bytes, int64_t bytes,
 // The most entries `policies` may list (names given twice count twice).
 inline constexpr int kMaxPolicyNames = 64;
 
-// Empty means every policy, in registry order; unknown names are errors
-// naming the index; a name given twice is planned once.
+// Empty means the default set (PolicyInfo::in_default_set), in registry
+// order; unknown names are errors naming the index; a name given twice is
+// planned once.
 absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
     const google::protobuf::RepeatedPtrField<std::string>& names);
 
@@ -63,6 +64,11 @@ absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits);
 // Events grow with the graph: RESOURCE_EXHAUSTED above limits.max_event_ops.
 absl::Status CheckEvents(bool include_events, const Graph& g,
                          const CoreLimits& limits);
+
+// The optimal policy's time limit: `seconds` when set, in (0, 600], else
+// the default (2 s).
+absl::StatusOr<double> ResolveOptimalTimeLimit(bool has_seconds,
+                                               double seconds);
 
 // Prefixes a status message with the request field it concerns.
 absl::Status InField(const std::string& field, const absl::Status& s);

@@ -34,6 +34,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from slackswap.client import DEFAULT_HARDWARE, Client  # noqa: E402
 from slackswap.export import build_model, export, parse_shape  # noqa: E402
+import slackswap.graph  # noqa: E402
 import slackswap.torch  # noqa: E402
 
 # Short names for the models the docs use; anything else is an exporter
@@ -68,7 +69,12 @@ def parse_args(argv):
                     help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true",
-                    help="print one JSON object instead of text")
+                    help="print one JSON object (the plan applied "
+                         "included) instead of text")
+    ap.add_argument("--graph-out", metavar="FILE",
+                    help="also write the exported graph to FILE (.json, "
+                         ".pb or .txtpb), for `slackswap simulate` and "
+                         "friends")
     return ap.parse_args(argv)
 
 
@@ -101,6 +107,8 @@ def main(argv=None):
                        name=args.model.split("(")[0], seed=args.seed)
         best = client.best_plan(graph, hardware=args.hardware,
                                 budget_fraction=args.budget)
+    if args.graph_out:
+        slackswap.graph.write(graph, args.graph_out)
     plan, predicted = best["plan"], best["result"]
     actions = {}
     for d in plan.get("decisions", []):
@@ -124,7 +132,7 @@ def main(argv=None):
     report = {
         "model": args.model, "device": str(device),
         "budget_fraction": args.budget, "hardware": args.hardware,
-        "policy": best["policy"], "decisions": actions,
+        "policy": best["policy"], "decisions": actions, "plan": plan,
         "predicted": {k: v for k, v in predicted.items()
                       if k not in ("memory_timeline", "events")},
         "steps": steps,

@@ -167,10 +167,11 @@ absl::Status IndexGraph(Graph& g, const StopFn& stop) {
       return absl::InvalidArgumentError(absl::StrCat(
           g.TensorLabel(t), ": size_bytes must be >= 0, got ", tensor.bytes));
     }
-    if (AddOverflows(total_bytes, tensor.bytes, &total_bytes)) {
+    if (AddOverflows(total_bytes, tensor.bytes, &total_bytes) ||
+        total_bytes > kMaxGraphBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          g.TensorLabel(t),
-          ": size_bytes makes the graph's total bytes overflow int64"));
+          g.TensorLabel(t), ": size_bytes makes the graph's bytes exceed ",
+          kMaxGraphBytes, " (2^60)"));
     }
     if (tensor.rebuild.has_value()) {
       const std::string where = absl::StrCat(g.TensorLabel(t), " rebuild");
@@ -205,6 +206,12 @@ absl::Status IndexGraph(Graph& g, const StopFn& stop) {
       return absl::InvalidArgumentError(
           absl::StrCat(g.OpLabel(o), ": workspace_bytes must be >= 0, got ",
                        op.workspace_bytes));
+    }
+    if (AddOverflows(total_bytes, op.workspace_bytes, &total_bytes) ||
+        total_bytes > kMaxGraphBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          g.OpLabel(o), ": workspace_bytes makes the graph's bytes exceed ",
+          kMaxGraphBytes, " (2^60)"));
     }
     for (int32_t out : op.outputs) {
       if (out < 0 || out >= num_tensors) {

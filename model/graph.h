@@ -107,6 +107,10 @@ struct Op {
 
 inline constexpr int32_t kNone = -1;
 
+// The most bytes a graph's tensors and op workspaces may add up to (1 EiB,
+// far past any device): memory sums of a few such totals stay in int64.
+inline constexpr int64_t kMaxGraphBytes = int64_t{1} << 60;
+
 // Derived by IndexGraph; indexed by tensor index unless named per op.
 struct GraphIndex {
   std::vector<int32_t> producer;       // op index or kNone (static tensor)

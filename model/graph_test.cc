@@ -135,10 +135,21 @@ TEST(IndexGraphTest, RejectsNegativeAndNonFiniteCosts) {
   EXPECT_THAT(ErrorOf(g), HasSubstr("workspace_bytes must be >= 0"));
 }
 
-TEST(IndexGraphTest, RejectsByteTotalsThatOverflow) {
+TEST(IndexGraphTest, RejectsByteTotalsPastTwoToTheSixty) {
   Graph g = Small();
   g.tensors[1].bytes = std::numeric_limits<int64_t>::max() - 10;
-  EXPECT_THAT(ErrorOf(g), HasSubstr("overflow int64"));
+  EXPECT_THAT(ErrorOf(g), HasSubstr("size_bytes makes the graph's bytes "
+                                    "exceed 1152921504606846976 (2^60)"));
+  g = Small();
+  g.tensors[1].bytes = kMaxGraphBytes / 2;
+  g.tensors[2].bytes = kMaxGraphBytes / 2 + 1;
+  EXPECT_THAT(ErrorOf(g), HasSubstr("size_bytes makes the graph's bytes"));
+  // Workspaces count too: the simulator adds them to what tasks hold (a
+  // fuzzed workspace of 2^63 - 1 overflowed there).
+  g = Small();
+  g.ops[1].workspace_bytes = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(ErrorOf(g), HasSubstr("workspace_bytes makes the graph's bytes "
+                                    "exceed"));
 }
 
 TEST(IndexGraphTest, RejectsProducingStaticTensors) {

@@ -6,6 +6,7 @@
 #define SLACKSWAP_MODEL_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,22 @@ struct Decision {
   int64_t recompute_ns = 0;
 };
 
+// What a solver proved about the plan it made (the optimal policy).
+struct PlanProof {
+  // The plan comes from the model's proven optimum (judged, repaired and
+  // refined by the simulator); otherwise the solver stopped at its time
+  // limit, had no time for the model, or the start plan simulated better.
+  bool optimal = false;
+  // The model's bound: no plan runs a step faster than this (ns).
+  int64_t step_ns_lower = 0;
+};
+
 struct Plan {
   std::string policy;
   int64_t budget_bytes = 0;  // 0: no limit
   // One entry per tensor of the graph; only saved activations may be moved.
   std::vector<Decision> decisions;
+  std::optional<PlanProof> proof;
 
   static Plan KeepAll(const Graph& g);
   int64_t CountAction(Action a) const;

@@ -82,6 +82,23 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
   a.forward_ns = first_bwd == 0 ? 0 : a.op_end_ns[first_bwd - 1];
   a.unconstrained_peak_bytes = idx.saved_bytes;
 
+  // Saved bytes allocated at each op's start with everything kept: each is
+  // allocated from its producer's start to its last use's end.
+  std::vector<int64_t> change(num_ops + 1, 0);
+  for (int32_t t : idx.saved) {
+    change[idx.producer[t]] += g.tensors[t].bytes;
+    change[idx.last_use[t] + 1] -= g.tensors[t].bytes;
+  }
+  int64_t resident = 0, most = -1;
+  for (int32_t o = 0; o < num_ops; ++o) {
+    resident = SaturatingAdd(resident, change[o]);
+    if (resident > most) {
+      most = resident;
+      a.peak_op = o;
+    }
+  }
+  a.peak_ns = a.op_start_ns[a.peak_op];
+
   const Plan keep_all = Plan::KeepAll(g);
   a.candidate_of.assign(g.tensors.size(), kNone);
   a.candidates.reserve(idx.saved.size());

@@ -49,6 +49,11 @@ struct StepAnalysis {
   int64_t unconstrained_peak_bytes = 0;
   // When the forward pass ends on the ideal timeline.
   int64_t forward_ns = 0;
+  // The op at whose start the most saved activation bytes are allocated
+  // when everything is kept (the first, on a tie), and when it starts on the
+  // ideal timeline: where a budget binds hardest.
+  int32_t peak_op = kNone;
+  int64_t peak_ns = 0;
 };
 
 // REQUIRES: IndexGraph(g) succeeded, hw validated. `stop`, if set, is

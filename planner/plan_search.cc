@@ -6,10 +6,12 @@
 #include <queue>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
+#include "common/saturating.h"
 #include "common/status_macros.h"
 #include "common/stop.h"
 #include "planner/internal/policies.h"
@@ -148,6 +150,11 @@ absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
 absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
   SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
   SLACKSWAP_RETURN_IF_ERROR(AssignPrefetchPoints(ctx, plan));
+  return JudgeAsIs(ctx, std::move(plan));
+}
+
+absl::StatusOr<Judged> JudgeAsIs(const PlanningContext& ctx, Plan plan) {
+  SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
   plan.budget_bytes = ctx.budget_bytes;
   SLACKSWAP_ASSIGN_OR_RETURN(
       Schedule schedule,
@@ -165,9 +172,11 @@ absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
 
 bool Better(const SimResult& a, const SimResult& b) {
   if (a.feasible != b.feasible) return a.feasible;
-  if (a.throughput_retained != b.throughput_retained) {
-    return a.throughput_retained > b.throughput_retained;
-  }
+  if (a.step_ns != b.step_ns) return a.step_ns < b.step_ns;
+  const int64_t moved_a = SaturatingAdd(a.d2h_bytes, a.h2d_bytes);
+  const int64_t moved_b = SaturatingAdd(b.d2h_bytes, b.h2d_bytes);
+  if (moved_a != moved_b) return moved_a < moved_b;
+  if (a.recompute_ns != b.recompute_ns) return a.recompute_ns < b.recompute_ns;
   return a.peak_activation_bytes < b.peak_activation_bytes;
 }
 
@@ -356,9 +365,198 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
   return judged;
 }
 
-absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
-                              const char* why_swap, const char* why_recompute,
-                              Plan& plan) {
+namespace {
+
+// Single-tensor changes worth trying on a judged plan, in the order
+// RefineBySimulation tries them: the four kinds interleaved, each list
+// most promising first.
+std::vector<Move> RefinementMoves(const PlanningContext& ctx,
+                                  const Plan& plan) {
+  const StepAnalysis& a = ctx.analysis;
+  std::vector<const Candidate*> recomputed, swapped;
+  for (const Candidate& c : a.candidates) {
+    const Action act = plan.decisions[c.tensor].action;
+    if (act == Action::kRecompute) recomputed.push_back(&c);
+    if (act == Action::kSwap) swapped.push_back(&c);
+  }
+  // The costliest rebuilds first: keeping or swapping them saves the most.
+  std::stable_sort(recomputed.begin(), recomputed.end(),
+                   [](const Candidate* x, const Candidate* y) {
+                     return x->recompute_ns > y->recompute_ns;
+                   });
+  std::vector<const Candidate*> to_swap;
+  for (const Candidate* c : recomputed) {
+    if (CanSwap(*c)) to_swap.push_back(c);
+  }
+  // The smallest swaps first: their copies are mostly latency.
+  std::stable_sort(swapped.begin(), swapped.end(),
+                   [](const Candidate* x, const Candidate* y) {
+                     return x->bytes < y->bytes;
+                   });
+  // The cheapest rebuilds among the swaps first.
+  std::vector<const Candidate*> swap_to_recompute = swapped;
+  std::stable_sort(swap_to_recompute.begin(), swap_to_recompute.end(),
+                   [](const Candidate* x, const Candidate* y) {
+                     return x->recompute_ns < y->recompute_ns;
+                   });
+  const std::vector<std::pair<const std::vector<const Candidate*>*, Action>>
+      lists = {{&recomputed, Action::kKeep},
+               {&to_swap, Action::kSwap},
+               {&swapped, Action::kKeep},
+               {&swap_to_recompute, Action::kRecompute}};
+  std::vector<Move> moves;
+  for (size_t i = 0;; ++i) {
+    bool any = false;
+    for (const auto& [list, action] : lists) {
+      if (i >= list->size()) continue;
+      moves.push_back({(*list)[i]->tensor, action});
+      any = true;
+    }
+    if (!any) break;
+  }
+  return moves;
+}
+
+// The compute stream's waits for prefetches in `judged`: (wait, tensor), the
+// longest first. A prefetch is the cause when it landed exactly when the op
+// that reads its tensor started after the compute stream fell idle.
+absl::StatusOr<std::vector<std::pair<int64_t, int32_t>>> LatePrefetches(
+    const PlanningContext& ctx, const Judged& judged) {
+  std::vector<std::pair<int64_t, int32_t>> late;
+  if (judged.result.stall_prefetch_ns == 0) return late;
+  SimOptions opts;
+  opts.budget_bytes = ctx.budget_bytes;
+  opts.record_timeline = false;
+  opts.record_events = true;
+  opts.should_stop = ctx.should_stop;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      SimResult traced,
+      SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
+                       judged.schedule, opts));
+  absl::flat_hash_map<int32_t, int64_t> arrival;
+  for (const SimEvent& e : traced.events) {
+    if (e.type == EventType::kPrefetch) arrival[e.index] = e.end_ns;
+  }
+  int64_t compute_free = 0;  // when the previous compute task ended
+  for (const SimEvent& e : traced.events) {
+    if (e.stream != StreamId::kCompute) continue;
+    const int64_t waited = e.start_ns - compute_free;
+    compute_free = e.end_ns;
+    if (e.type != EventType::kOp || waited <= 0) continue;
+    for (int32_t in : ctx.graph.ops[e.index].inputs) {
+      auto it = arrival.find(in);
+      if (it != arrival.end() && it->second == e.start_ns) {
+        late.push_back({waited, in});
+      }
+    }
+  }
+  std::sort(late.begin(), late.end(), std::greater<>());
+  return late;
+}
+
+// `plan` with tensor t's prefetch issued `by_ns` earlier on the ideal
+// timeline (never before it may be), and every prefetch ahead of it in the
+// H2D queue issued no later, so the queue keeps its order; nothing when no
+// point moves.
+std::optional<Plan> PrefetchEarlier(const PlanningContext& ctx,
+                                    const Plan& plan, int32_t t,
+                                    int64_t by_ns) {
+  const StepAnalysis& a = ctx.analysis;
+  const Candidate& c = a.candidates[a.candidate_of[t]];
+  const int32_t now = plan.decisions[t].prefetch_after_op;
+  const int64_t want = a.op_start_ns[now] - by_ns;
+  const int32_t backward_begins = ctx.graph.index.first_backward_op == kNone
+                                      ? now
+                                      : ctx.graph.index.first_backward_op;
+  const int32_t earliest =
+      std::max(std::max(c.producer, c.last_fwd_use) + 1, backward_begins);
+  const int32_t at = std::clamp<int32_t>(
+      static_cast<int32_t>(
+          std::upper_bound(a.op_start_ns.begin(), a.op_start_ns.end(), want) -
+          a.op_start_ns.begin() - 1),
+      std::min(earliest, now), now);
+  Plan moved = plan;
+  bool changed = false;
+  for (Decision& d : moved.decisions) {
+    if (d.action == Action::kSwap && d.prefetch_after_op <= now &&
+        d.prefetch_after_op > at) {
+      d.prefetch_after_op = at;
+      changed = true;
+    }
+  }
+  if (!changed) return std::nullopt;
+  return moved;
+}
+
+}  // namespace
+
+absl::StatusOr<Judged> RefineBySimulation(const PlanningContext& ctx,
+                                          Judged judged, int max_trials) {
+  if (!judged.result.feasible) return judged;
+  const std::vector<Move> moves = RefinementMoves(ctx, judged.plan);
+  int trials = 0;
+  for (const Move& m : moves) {
+    if (trials >= max_trials) break;
+    // An earlier accepted move may have changed this tensor already.
+    if (judged.plan.decisions[m.tensor].action == m.action) continue;
+    Plan plan = judged.plan;
+    Decision& d = plan.decisions[m.tensor];
+    d.action = m.action;
+    d.prefetch_after_op = kNone;
+    ++trials;
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged tried, JudgePlan(ctx, std::move(plan)));
+    if (Better(tried.result, judged.result)) judged = std::move(tried);
+  }
+  // Then prefetch points: the longest waits first, each prefetch issued as
+  // much earlier as compute waited for it (the ideal timeline the points
+  // were placed on is not the planned one).
+  SLACKSWAP_ASSIGN_OR_RETURN(const auto late, LatePrefetches(ctx, judged));
+  for (const auto& [waited, t] : late) {
+    if (trials >= max_trials) break;
+    std::optional<Plan> plan = PrefetchEarlier(ctx, judged.plan, t, waited);
+    if (!plan.has_value()) continue;
+    ++trials;
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged tried, JudgeAsIs(ctx, *std::move(plan)));
+    if (Better(tried.result, judged.result)) judged = std::move(tried);
+  }
+  return judged;
+}
+
+// `plan`'s swaps, everything else kept.
+Plan SwapsAlone(const Graph& g, const Plan& plan) {
+  Plan swaps = Plan::KeepAll(g);
+  for (size_t t = 0; t < plan.decisions.size(); ++t) {
+    if (plan.decisions[t].action == Action::kSwap) {
+      swaps.decisions[t].action = Action::kSwap;
+    }
+  }
+  return swaps;
+}
+
+// A swap whose prefetch still lands after its op wanted it becomes a
+// recompute when rebuilding costs less than the compute stream waited; the
+// repaired plan, or nothing when there is nothing to repair.
+absl::StatusOr<std::optional<Judged>> RepairLateSwaps(
+    const PlanningContext& ctx, const Judged& judged) {
+  if (!judged.result.feasible) return std::nullopt;
+  SLACKSWAP_ASSIGN_OR_RETURN(const auto late, LatePrefetches(ctx, judged));
+  const StepAnalysis& a = ctx.analysis;
+  Plan base = SwapsAlone(ctx.graph, judged.plan);
+  bool changed = false;
+  for (const auto& [waited, t] : late) {
+    if (a.candidates[a.candidate_of[t]].recompute_ns < waited) {
+      base.decisions[t].action = Action::kRecompute;
+      changed = true;
+    }
+  }
+  if (!changed) return std::nullopt;
+  return RecomputeCheapestThatFit(ctx, base);
+}
+
+absl::Status ExplainDecisions(const PlanningContext& ctx,
+                              absl::string_view why_keep,
+                              absl::string_view why_swap,
+                              absl::string_view why_recompute, Plan& plan) {
   const StepAnalysis& a = ctx.analysis;
   absl::flat_hash_set<int32_t> rebuilt;
   // Backward order: the chains rebuilt first get the shared ops.

@@ -41,10 +41,10 @@ std::vector<const Candidate*> OrderCandidates(
 
 absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
     const PlanningContext& ctx, const std::vector<const Candidate*>& order,
-    int64_t enough_bytes) {
+    int64_t swap_out_deadline_ns, int64_t enough_bytes) {
   const StepAnalysis& a = ctx.analysis;
   std::vector<int32_t> admitted;
-  SlackFiller filler(a);
+  SlackFiller filler(a, swap_out_deadline_ns);
   int64_t host_bytes = 0;
   StopPoller poller(ctx.should_stop, 1024);
   for (const Candidate* c : order) {
@@ -119,9 +119,15 @@ const std::vector<PolicyInfo>& PolicyRegistry() {
            "Capuchin: swaps by longest free time, recomputes by memory saved "
            "per second",
            false, &NewCapuchinPolicy, 0.4},
+          {"optimal",
+           "the planning model's integer optimum (COIN-OR CBC, time-limited), "
+           "judged and polished by simulation",
+           false, &NewOptimalPolicy, 4.0, /*in_default_set=*/false,
+           /*may_be_unavailable=*/true},
           {"slackswap",
            "fills the hidden-transfer slack with the swaps most expensive to "
-           "rebuild, recomputes the rest",
+           "rebuild, recomputes the rest, then the best of every heuristic's "
+           "plan, polished by simulation",
            false, &NewSlackSwapPolicy, 1.0},
       };
   return *registry;
@@ -130,6 +136,14 @@ const std::vector<PolicyInfo>& PolicyRegistry() {
 std::vector<std::string> PolicyNames() {
   std::vector<std::string> names;
   for (const PolicyInfo& p : PolicyRegistry()) names.push_back(p.name);
+  return names;
+}
+
+std::vector<std::string> DefaultPolicyNames() {
+  std::vector<std::string> names;
+  for (const PolicyInfo& p : PolicyRegistry()) {
+    if (p.in_default_set) names.push_back(p.name);
+  }
   return names;
 }
 

@@ -39,6 +39,12 @@ struct PlanningContext {
   std::function<bool()> should_stop;
   // Write each decision's reason (text); the sizes and costs are always set.
   bool explain = true;
+  // Plans this request's other policies made (slackswap starts from the best
+  // of its own and these); may be null.
+  const std::vector<Plan>* seeds = nullptr;
+  // The optimal policy's MILP time limit, seconds.
+  static constexpr double kDefaultOptimalTimeLimitS = 2;
+  double optimal_time_limit_s = kDefaultOptimalTimeLimitS;
   // Bound on the recompute tasks one plan's lowering may make.
   int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
 
@@ -67,11 +73,20 @@ struct PolicyInfo {
   // Its planning time relative to slackswap's on the same graph (measured;
   // core/admission.h estimates a request's cost with it).
   double relative_cost = 1;
+  // Planned when a request names no policy. The optimal policy is not: it
+  // runs a solver for up to its time limit.
+  bool in_default_set = true;
+  // Its planning may be unavailable for a graph (a model too large, a
+  // solver out of time): the request still gets the other policies' plans.
+  bool may_be_unavailable = false;
 };
 
-// Every policy, in the order reports list them.
+// Every policy, in the order requests run them and reports list them
+// (slackswap last: it starts from the plans the others made).
 const std::vector<PolicyInfo>& PolicyRegistry();
 std::vector<std::string> PolicyNames();
+// The ones a request that names none gets.
+std::vector<std::string> DefaultPolicyNames();
 // NOT_FOUND listing the names for an unknown one.
 absl::StatusOr<const PolicyInfo*> FindPolicy(absl::string_view name);
 

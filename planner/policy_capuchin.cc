@@ -39,7 +39,8 @@ class CapuchinPolicy : public Policy {
     Plan base = Plan::KeepAll(ctx.graph);
     SLACKSWAP_ASSIGN_OR_RETURN(
         std::vector<int32_t> swaps,
-        AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), to_free));
+        AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), a.forward_ns,
+                     to_free));
     for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
     // Most memory saved per second of recompute (MSPS) is the cheapest
     // rebuild per byte.

@@ -23,9 +23,12 @@
 //     accepted) is the last resort, rather than an infeasible plan.
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "planner/internal/plan_search.h"
 #include "planner/internal/policies.h"
@@ -40,17 +43,50 @@ constexpr char kWhySwapBeyond[] =
     "largest first, stalls accepted";
 constexpr char kWhyRecompute[] =
     "outside the slack; cheapest rebuild per byte first";
+constexpr char kWhyKeepAll[] = "the budget covers the whole activation peak";
+// Single-tensor changes tried on the best plan (RefineBySimulation).
+constexpr int kRefineTrials = 16;
 
 class SlackSwapPolicy : public Policy {
  public:
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
+    // When keeping everything fits, nothing is worth moving.
+    if (ctx.analysis.unconstrained_peak_bytes <= ctx.budget_bytes) {
+      Plan plan = Plan::KeepAll(ctx.graph);
+      SLACKSWAP_RETURN_IF_ERROR(
+          ExplainDecisions(ctx, kWhyKeepAll, "", "", plan));
+      return plan;
+    }
     SLACKSWAP_ASSIGN_OR_RETURN(Judged best, BestWithinTheSlack(ctx));
+    std::string why_swap = kWhySwap;
+    std::string why_recompute = kWhyRecompute;
     SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> repaired,
                                RepairLateSwaps(ctx, best));
     if (repaired.has_value() && Better(repaired->result, best.result)) {
       best = *std::move(repaired);
     }
-    const char* why_swap = kWhySwap;
+    // The other heuristics' plans, and those this request's other policies
+    // made: slackswap's answer is never worse than any of them.
+    std::vector<Plan> others;
+    PlanningContext quiet = ctx;  // their reasons are not slackswap's
+    quiet.explain = false;
+    for (const char* name : {"recompute_only", "swap_only", "capuchin"}) {
+      SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, slackswap::MakePlan(name, quiet));
+      others.push_back(std::move(plan));
+    }
+    if (ctx.seeds != nullptr) {
+      for (const Plan& seed : *ctx.seeds) others.push_back(seed);
+    }
+    for (Plan& other : others) {
+      const std::string from = other.policy;
+      other.proof.reset();  // what a solver proved of its plan is not ours
+      SLACKSWAP_ASSIGN_OR_RETURN(Judged j, JudgePlan(ctx, std::move(other)));
+      if (Better(j.result, best.result)) {
+        best = std::move(j);
+        why_swap = why_recompute =
+            absl::StrCat("as in ", from, "'s plan, which simulated best");
+      }
+    }
     if (!best.result.feasible) {
       SLACKSWAP_ASSIGN_OR_RETURN(Judged beyond, SwapBeyondTheSlack(ctx, best));
       if (Better(beyond.result, best.result)) {
@@ -58,8 +94,10 @@ class SlackSwapPolicy : public Policy {
         why_swap = kWhySwapBeyond;
       }
     }
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        best, RefineBySimulation(ctx, std::move(best), kRefineTrials));
     SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(ctx, "fits the budget", why_swap,
-                                               kWhyRecompute, best.plan));
+                                               why_recompute, best.plan));
     return best.plan;
   }
 
@@ -110,8 +148,9 @@ class SlackSwapPolicy : public Policy {
     // each set is judged once.
     absl::flat_hash_set<std::vector<int32_t>> judged_swaps;
     for (const std::vector<const Candidate*>& order : SwapOrders(ctx)) {
-      SLACKSWAP_ASSIGN_OR_RETURN(const std::vector<int32_t> admitted,
-                                 AdmitToSlack(ctx, order));
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          const std::vector<int32_t> admitted,
+          AdmitToSlack(ctx, order, ctx.analysis.peak_ns));
       std::vector<int64_t> limits = {to_free};
       int64_t total = 0;
       for (int32_t t : admitted) total += ctx.graph.tensors[t].bytes;
@@ -180,60 +219,6 @@ class SlackSwapPolicy : public Policy {
       }
     }
     return *std::move(best);
-  }
-
-  // `plan`'s swaps, everything else kept.
-  static Plan SwapsAlone(const Graph& g, const Plan& plan) {
-    Plan swaps = Plan::KeepAll(g);
-    for (size_t t = 0; t < plan.decisions.size(); ++t) {
-      if (plan.decisions[t].action == Action::kSwap) {
-        swaps.decisions[t].action = Action::kSwap;
-      }
-    }
-    return swaps;
-  }
-
-  // A swap whose prefetch still lands after its op wanted it becomes a
-  // recompute when rebuilding costs less than the compute stream waited; the
-  // repaired plan, or nothing when there is nothing to repair.
-  static absl::StatusOr<std::optional<Judged>> RepairLateSwaps(
-      const PlanningContext& ctx, const Judged& judged) {
-    if (!judged.result.feasible || judged.result.stall_prefetch_ns == 0) {
-      return std::nullopt;
-    }
-    SimOptions opts;
-    opts.budget_bytes = ctx.budget_bytes;
-    opts.record_timeline = false;
-    opts.record_events = true;
-    opts.should_stop = ctx.should_stop;
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        SimResult traced,
-        SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
-                         judged.schedule, opts));
-    absl::flat_hash_map<int32_t, int64_t> arrival;
-    for (const SimEvent& e : traced.events) {
-      if (e.type == EventType::kPrefetch) arrival[e.index] = e.end_ns;
-    }
-    const StepAnalysis& a = ctx.analysis;
-    Plan base = SwapsAlone(ctx.graph, judged.plan);
-    bool changed = false;
-    int64_t compute_free = 0;  // when the previous compute task ended
-    for (const SimEvent& e : traced.events) {
-      if (e.stream != StreamId::kCompute) continue;
-      const int64_t waited = e.start_ns - compute_free;
-      compute_free = e.end_ns;
-      if (e.type != EventType::kOp || waited <= 0) continue;
-      for (int32_t in : ctx.graph.ops[e.index].inputs) {
-        auto it = arrival.find(in);
-        if (it == arrival.end() || it->second != e.start_ns) continue;
-        if (a.candidates[a.candidate_of[in]].recompute_ns < waited) {
-          base.decisions[in].action = Action::kRecompute;
-          changed = true;
-        }
-      }
-    }
-    if (!changed) return std::nullopt;
-    return RecomputeCheapestThatFit(ctx, base);
   }
 };
 

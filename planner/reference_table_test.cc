@@ -1,14 +1,22 @@
 // The reference table: the three frozen workloads on a100-80gb-pcie4 at half
 // their unconstrained activation peak. Every policy's plan fits, and
-// slackswap retains at least what every baseline does. The seed's figure is
+// slackswap retains at least what every baseline does. Then how close it
+// comes to the bound at 0.3 to 0.7 of the peak. The seed's figure is
 // printed beside slackswap's for comparison, not asserted: nothing is tuned
 // toward it.
+#include <map>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
+#include "planner/relaxation.h"
+#include "testing/doc_tables.h"
 #include "testing/reference.h"
 
 namespace slackswap {
@@ -30,7 +38,7 @@ TEST_P(ReferenceTableTest, SlackSwapMeetsTheBudgetAndBeatsEveryBaseline) {
 
   double slackswap = 0;
   double best_baseline = 0;
-  for (const std::string& policy : PolicyNames()) {
+  for (const std::string& policy : DefaultPolicyNames()) {
     if (policy == "ideal") continue;
     absl::StatusOr<PlanOutcome> out = PlanAndSimulate(policy, ctx, {});
     ASSERT_TRUE(out.ok()) << out.status();
@@ -58,6 +66,75 @@ TEST_P(ReferenceTableTest, SlackSwapMeetsTheBudgetAndBeatsEveryBaseline) {
   RecordProperty("seed_retained", std::to_string(seed));
   std::printf("%s: slackswap %.4f, best baseline %.4f, seed %.3f\n",
               model.c_str(), slackswap, best_baseline, seed);
+}
+
+// The targets (docs/PLANNERS.md, "How close to the best"): at 0.3 to 0.7
+// of the peak, slackswap within 0.25 pp of the bound at 0.3 and 0.4 and
+// within 0.05 pp at 0.5 and 0.7; the bound at least every policy; and the
+// figures the doc's table writes are these.
+TEST(ReferenceTargetsTest, SlackSwapIsWithinItsTargetOfTheBound) {
+  SLACKSWAP_SKIP_WITHOUT_REFERENCE();
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>>
+      documented;
+  for (const std::vector<std::string>& row : testing::MarkdownTable(
+           testing::SourceFile("docs/PLANNERS.md"),
+           "| model | budget | slackswap | bound | gap (pp) | target (pp) |")) {
+    if (row.size() >= 2) documented[{row[0], row[1]}] = row;
+  }
+  const Hardware hw = *FindHardware("a100-80gb-pcie4");
+  int rows = 0;
+  for (const char* model : {"bert-large", "gpt2-xl", "llama-7b"}) {
+    absl::StatusOr<Graph> g = BuildTransformer(*FindWorkload(model));
+    ASSERT_TRUE(g.ok());
+    absl::StatusOr<StepAnalysis> a = AnalyzeStep(*g, hw);
+    ASSERT_TRUE(a.ok());
+    for (const char* budget : {"0.3", "0.4", "0.5", "0.7"}) {
+      SCOPED_TRACE(absl::StrCat(model, " at ", budget));
+      PlanningContext ctx{
+          *g, hw, *a,
+          static_cast<int64_t>(std::stod(budget) *
+                               static_cast<double>(g->index.saved_bytes))};
+      ctx.explain = false;
+      std::vector<Plan> seeds;
+      ctx.seeds = &seeds;
+      std::vector<SimResult> results;
+      for (const std::string& policy : DefaultPolicyNames()) {
+        if (policy == "ideal") continue;
+        absl::StatusOr<PlanOutcome> out = PlanAndSimulate(policy, ctx, {});
+        ASSERT_TRUE(out.ok()) << out.status();
+        results.push_back(out->result);
+        seeds.push_back(out->plan);
+      }
+      const SimResult& slack = results.back();  // slackswap runs last
+      ASSERT_TRUE(slack.feasible);
+      RelaxationOptions options;
+      options.start = &seeds.back();
+      absl::StatusOr<Relaxation> bound = SolveRelaxation(ctx, options);
+      ASSERT_TRUE(bound.ok()) << bound.status();
+      for (const SimResult& r : results) {
+        EXPECT_GE(slack.throughput_retained, r.throughput_retained);
+        EXPECT_GE(bound->retained_upper, r.throughput_retained);
+      }
+      const double gap_pp =
+          100 * (bound->retained_upper - slack.throughput_retained);
+      const double target_pp = std::stod(budget) >= 0.5 ? 0.05 : 0.25;
+      EXPECT_LE(gap_pp, target_pp);
+      const std::vector<std::string> row = {
+          model,
+          budget,
+          absl::StrFormat("%.3f%%", 100 * slack.throughput_retained),
+          absl::StrFormat("%.3f%%", 100 * bound->retained_upper),
+          absl::StrFormat("%.3f", gap_pp),
+          absl::StrFormat("%.2f", target_pp)};
+      std::printf("| %s |\n", absl::StrJoin(row, " | ").c_str());
+      EXPECT_EQ(
+          documented[std::make_pair(std::string(model), std::string(budget))],
+          row)
+          << "docs/PLANNERS.md's targets table";
+      ++rows;
+    }
+  }
+  EXPECT_EQ(documented.size(), rows);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ReferenceTableTest,

@@ -57,7 +57,8 @@ int64_t MinTree::Min(int32_t node, int32_t l, int32_t r, int32_t lo,
          add_[node];
 }
 
-SlackFiller::SlackFiller(const StepAnalysis& a) : a_(a) {
+SlackFiller::SlackFiller(const StepAnalysis& a, int64_t swap_out_deadline_ns)
+    : a_(a) {
   const int32_t n = static_cast<int32_t>(a.candidates.size());
   // Candidates are in production order; rank them by deadline for H2D.
   std::vector<int32_t> by_deadline(n);
@@ -70,7 +71,7 @@ SlackFiller::SlackFiller(const StepAnalysis& a) : a_(a) {
 
   std::vector<int64_t> out_margin(n), in_margin(n);
   for (int32_t i = 0; i < n; ++i) {
-    out_margin[i] = a.forward_ns - Release(i);
+    out_margin[i] = swap_out_deadline_ns - Release(i);
     in_margin[deadline_rank[i]] = Deadline(i) - a.forward_ns;
   }
   out_ = MinTree(out_margin);

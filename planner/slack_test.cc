@@ -38,7 +38,7 @@ TEST(SlackFillerTest, AdmitsSwapsWhileTheStreamsMeetEveryDeadline) {
   Graph g = b.Build();
   absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, TestLink());
   ASSERT_TRUE(a.ok());
-  SlackFiller filler(*a);
+  SlackFiller filler(*a, a->forward_ns);
   EXPECT_TRUE(filler.TryAdmit(0));
   EXPECT_TRUE(filler.TryAdmit(2));
   EXPECT_FALSE(filler.TryAdmit(1));  // 3000 ns of copies in 2500 ns
@@ -59,7 +59,7 @@ TEST(SlackFillerTest, PrefetchesMustLandBeforeTheirUse) {
   Graph g = b.Build();
   absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, TestLink());
   ASSERT_TRUE(a.ok());
-  SlackFiller filler(*a);
+  SlackFiller filler(*a, a->forward_ns);
   EXPECT_TRUE(filler.TryAdmit(1));
   EXPECT_FALSE(filler.TryAdmit(0));
 }

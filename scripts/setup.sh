@@ -4,7 +4,8 @@
 #
 #   bash scripts/setup.sh build    # scripts/run.sh and the container image:
 #                                  #   compiler, CMake, gRPC, protobuf, Abseil,
-#                                  #   prometheus-cpp, COIN-OR CLP/CBC
+#                                  #   prometheus-cpp, COIN-OR CLP/CBC (the
+#                                  #   planner's LP bound and MILP)
 #   bash scripts/setup.sh test     # scripts/test.sh (the default): adds
 #                                  #   GoogleTest, Google Benchmark, Python
 #                                  #   gRPC, Prometheus, openssl, PyTorch,
@@ -24,6 +25,7 @@ build_packages=(
   build-essential cmake pkg-config git
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev prometheus-cpp-dev
+  coinor-libclp-dev coinor-libcbc-dev
 )
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev

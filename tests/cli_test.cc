@@ -23,6 +23,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/version.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
@@ -35,6 +37,7 @@
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/planner_service.pb.h"
 #include "slackswap/v1/simulation.pb.h"
+#include "testing/doc_tables.h"
 #include "testing/hostile_graphs.h"
 #include "testing/reference.h"
 
@@ -413,20 +416,30 @@ TEST(HelpTest, ListsTheCommandsAndTheRegistries) {
   EXPECT_EQ(o.err, "");
 }
 
+// Help wraps at 80 columns: text with every run of spaces and newlines one
+// space, so a phrase is found wherever the lines break.
+std::string Unwrapped(const std::string& help) {
+  return absl::StrJoin(
+      absl::StrSplit(help, absl::ByAnyChar(" \n"), absl::SkipEmpty()), " ");
+}
+
 TEST(HelpTest, EachCommandHasItsOwnHelpWithDefaultsAndAnExample) {
   Outcome flag = Slackswap({"plan", "--help"});
   EXPECT_EQ(flag.code, 0) << flag;
   EXPECT_THAT(flag.out, StartsWith("usage: slackswap plan "));
   EXPECT_THAT(flag.out, HasSubstr("--budget B"));
-  EXPECT_THAT(flag.out, HasSubstr("(default: a100-80gb-pcie4)"));
-  EXPECT_THAT(flag.out, HasSubstr("(default: all)"));
+  EXPECT_THAT(Unwrapped(flag.out), HasSubstr("(default: a100-80gb-pcie4)"));
+  EXPECT_THAT(
+      Unwrapped(flag.out),
+      HasSubstr(absl::StrCat(
+          "(default: ", absl::StrJoin(DefaultPolicyNames(), ","), ")")));
   EXPECT_THAT(flag.out, HasSubstr("examples:\n  slackswap plan "));
   EXPECT_THAT(flag.out, Not(HasSubstr("--budgets FROM:TO:STEP")));
   Outcome verb = Slackswap({"help", "plan"});
   EXPECT_EQ(verb.code, 0) << verb;
   EXPECT_EQ(verb.out, flag.out);
   Outcome sweep = Slackswap({"sweep", "-h"});
-  EXPECT_THAT(sweep.out, HasSubstr("(default: 0.1:1.0:0.05)"));
+  EXPECT_THAT(Unwrapped(sweep.out), HasSubstr("(default: 0.1:1.0:0.05)"));
   ExpectOneLineError(Slackswap({"help", "frobnicate"}), "INVALID_ARGUMENT",
                      "help takes one command name");
   // A wrong flag points at the command's help.
@@ -597,6 +610,33 @@ SmallWorkload ReadSmallWorkload() {
   }
   for (const v1::Op& op : g.ops()) w.op_id[op.name()] = op.id();
   return w;
+}
+
+// docs/PLANNERS.md's reference table is `slackswap table`, figure for
+// figure: the budget and every percentage of each model's row, in order.
+TEST(GoldenTest, TheTableIsWhatPlannersDocSays) {
+  SLACKSWAP_SKIP_WITHOUT_REFERENCE();
+  Outcome table = Slackswap({"table"});
+  ASSERT_EQ(table.code, 0) << table;
+  const std::vector<std::vector<std::string>> doc =
+      testing::MarkdownTable(testing::SourceFile("docs/PLANNERS.md"),
+                             "| model | budget | ideal | recompute_only |");
+  ASSERT_EQ(doc.size(), WorkloadNames().size());
+  for (const std::vector<std::string>& row : doc) {
+    SCOPED_TRACE(row[0]);
+    std::string line;
+    for (absl::string_view l : absl::StrSplit(table.out, '\n')) {
+      if (absl::StartsWith(l, row[0] + " ")) line = std::string(l);
+    }
+    ASSERT_FALSE(line.empty()) << table.out;
+    // The command's row, as the doc's cells: model, "7.05 GB", the rest.
+    std::vector<std::string> words =
+        absl::StrSplit(line, ' ', absl::SkipEmpty());
+    ASSERT_GE(words.size(), 3u);
+    std::vector<std::string> cells = {words[0], words[1] + " " + words[2]};
+    cells.insert(cells.end(), words.begin() + 3, words.end());
+    EXPECT_EQ(cells, row);
+  }
 }
 
 TEST(PlanTest, HandWrittenSwapPlanMovesBytes) {

@@ -7,9 +7,11 @@
 #define SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/plan.h"
 #include "planner/policy.h"
 #include "sim/schedule.h"
@@ -35,8 +37,12 @@ struct Judged {
 // Assigns prefetch points and simulates under the budget (no timeline).
 absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan);
 
-// True if a beats b: feasible first, then higher retained throughput, then
-// lower peak activation memory.
+// Simulates `plan` with the prefetch points it has.
+absl::StatusOr<Judged> JudgeAsIs(const PlanningContext& ctx, Plan plan);
+
+// True if a beats b: feasible first, then the shorter step, then fewer
+// bytes moved over the link, then less recompute, then the lower activation
+// peak.
 bool Better(const SimResult& a, const SimResult& b);
 
 struct Move {
@@ -63,14 +69,37 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
 absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
                                               Judged judged);
 
+// Hill-climbs from a feasible `judged` plan, each change judged by
+// simulation and kept when Better. First single-tensor moves: recomputed
+// tensors kept or swapped (the costliest rebuilds first), swapped ones kept
+// (the smallest first) or recomputed (the cheapest rebuilds first), the
+// kinds interleaved. Then prefetch points: a prefetch compute waited for is
+// issued that much earlier (the longest waits first). At most `max_trials`
+// simulations, so it is deterministic and bounded. An infeasible plan comes
+// back unchanged.
+absl::StatusOr<Judged> RefineBySimulation(const PlanningContext& ctx,
+                                          Judged judged, int max_trials);
+
 // Annotates each decision with its sizes and costs and, when ctx.explain, a
 // one-line reason. A
 // recomputed tensor's cost is its chain, each op counted for the first
 // tensor (in backward order) that re-runs it; kept and swapped tensors show
 // what rebuilding them alone would cost. CANCELLED if ctx says stop.
-absl::Status ExplainDecisions(const PlanningContext& ctx, const char* why_keep,
-                              const char* why_swap, const char* why_recompute,
-                              Plan& plan);
+absl::Status ExplainDecisions(const PlanningContext& ctx,
+                              absl::string_view why_keep,
+                              absl::string_view why_swap,
+                              absl::string_view why_recompute, Plan& plan);
+
+// `plan`'s swaps, everything else kept.
+Plan SwapsAlone(const Graph& g, const Plan& plan);
+
+// A swap whose prefetch still lands after the op that reads it wanted to
+// start becomes a recompute when rebuilding costs less than the compute
+// stream waited; the rest of the plan is rebuilt around those swaps
+// (RecomputeCheapestThatFit). The repaired plan, or nothing when `judged`
+// is infeasible or no prefetch was late.
+absl::StatusOr<std::optional<Judged>> RepairLateSwaps(
+    const PlanningContext& ctx, const Judged& judged);
 
 }  // namespace slackswap
 

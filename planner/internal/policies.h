@@ -20,6 +20,7 @@ std::unique_ptr<Policy> NewRecomputeOnlyPolicy();
 std::unique_ptr<Policy> NewSwapOnlyPolicy();
 std::unique_ptr<Policy> NewCapuchinPolicy();
 std::unique_ptr<Policy> NewSlackSwapPolicy();
+std::unique_ptr<Policy> NewOptimalPolicy();
 
 // A swap needs an op between its last forward use and its first backward
 // use to issue the prefetch from.
@@ -38,10 +39,11 @@ std::vector<const Candidate*> OrderCandidates(
     const std::function<bool(const Candidate&, const Candidate&)>& less);
 
 // The swaps the slack (planner/internal/slack.h) admits, trying `order` in
-// turn, while the host copies fit in pinned memory; stops once the admitted
-// bytes reach `enough_bytes`.
+// turn, swap-outs due by `swap_out_deadline_ns`, while the host copies fit
+// in pinned memory; stops once the admitted bytes reach `enough_bytes`.
 absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
     const PlanningContext& ctx, const std::vector<const Candidate*>& order,
+    int64_t swap_out_deadline_ns,
     int64_t enough_bytes = std::numeric_limits<int64_t>::max());
 
 // Recompute moves for the tensors `base` keeps, cheapest rebuild per byte

@@ -1,14 +1,15 @@
 // The hidden-transfer capacity ("slack") of a step, as an admission test:
 // which swaps the two copy streams can run without anyone waiting.
 //
-//   SlackFiller filler(analysis);
+//   SlackFiller filler(analysis, analysis.peak_ns);
 //   for (int32_t i : candidates_in_preferred_order) {
 //     if (filler.TryAdmit(i)) swap.push_back(i);
 //   }
 //
-// A swap-out must finish before the forward pass ends (memory peaks there);
-// a prefetch may start when the backward pass starts and must land before
-// the tensor's first backward use. Each stream moves one copy at a time.
+// A swap-out must finish by a deadline (the end of the forward pass, or the
+// start of the op where memory peaks, which the budget binds hardest); a
+// prefetch may start when the backward pass starts and must land before the
+// tensor's first backward use. Each stream moves one copy at a time.
 //
 // One stream with jobs released at r_j and one deadline T: FIFO meets it iff
 // for every release r, r + (copy times released at or after r) <= T. With
@@ -49,8 +50,10 @@ class MinTree {
 
 class SlackFiller {
  public:
+  // Swap-outs must finish by `swap_out_deadline_ns` (on the ideal
+  // timeline); prefetches may start from the end of the forward pass.
   // REQUIRES: a outlives the filler.
-  explicit SlackFiller(const StepAnalysis& a);
+  SlackFiller(const StepAnalysis& a, int64_t swap_out_deadline_ns);
 
   // Admits candidate i (an index into a.candidates) if, with it, both
   // streams still meet every deadline of the admitted copies.

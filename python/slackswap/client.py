@@ -124,10 +124,10 @@ class Client:
 
     def best_plan(self, graph=None, *, policies=(), **kwargs):
         """The best plan the server finds under the budget: of the feasible
-        results of the budgeted policies (all of them by default), the one
-        that retains the most throughput (the earlier on a tie), as a
-        PolicyResult dict for slackswap.torch.apply. ValueError when none
-        is feasible."""
+        results of the budgeted policies (the server's default set unless
+        `policies` names others), the one that retains the most throughput
+        (the earlier on a tie), as a PolicyResult dict for
+        slackswap.torch.apply. ValueError when none is feasible."""
         response = self.plan(graph, policies=policies, **kwargs)
         info = {p.name: p.unbudgeted_reference
                 for p in self.server_info().policies}

@@ -7,10 +7,10 @@ A graph is one of three forms of a slackswap.v1.OperatorGraph
   strings, enums by name), which is what the exporter builds and what
   needs no generated code;
 * the generated message, when slackswap.v1.graph_pb2 is importable:
-  generated code is never checked in; `protoc --python_out=DIR
-  -I proto proto/slackswap/v1/graph.proto` makes DIR/slackswap/v1/graph_pb2.py,
-  which joins this package when DIR is on sys.path before `slackswap` is
-  imported (python3-protobuf provides the runtime);
+  generated code is never checked in; an installed package has it, and
+  writing a .pb or .txtpb file makes it when needed (slackswap._protos:
+  from $SLACKSWAP_PROTO_PYTHON, or with protoc from the checkout into a
+  cache); python3-protobuf provides the runtime;
 * its binary serialization (bytes), which needs the message class too.
 
 write() takes any of them and writes the file format its extension names,
@@ -31,7 +31,17 @@ def message_class():
 
 
 def _need_message_class(what):
+    """The message class, generated if need be the way the client's stubs
+    are (slackswap._protos: $SLACKSWAP_PROTO_PYTHON, else protoc from the
+    checkout into a cache), so .pb and .txtpb files can be written without
+    installing anything."""
     cls = message_class()
+    if cls is None:
+        try:
+            from slackswap import _protos
+            cls = _protos.load().graph_pb2.OperatorGraph
+        except Exception:  # no protoc, no checkout: say what is missing
+            cls = None
     if cls is None:
         raise RuntimeError(
             "%s needs the generated module slackswap.v1.graph_pb2 (protoc "

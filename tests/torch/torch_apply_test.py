@@ -47,6 +47,7 @@ import glob
 import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -174,6 +175,11 @@ class ApplyCase:
     # budget the plan's schedule, as measured, is asserted equal to the
     # same plan simulated with synchronous copies.
     OFF_BY_MORE_THAN_1_PERCENT = ()
+    # Budgets whose plan fits only at the link's speed: simulated with
+    # instant copies (the CPU's) it does not fit, and the CPU run peaks
+    # over the budget at the op the simulator names (asserted, so that the
+    # list stays true).
+    NEEDS_THE_LINK_SPEED = ()
 
     @classmethod
     def setUpClass(cls):
@@ -280,10 +286,10 @@ class ApplyCase:
         m = step.measured
         want = int(predicted["peak_activation_bytes"])
         got = m["peak_saved_bytes"]
-        synchronous = int(self.simulate(
+        instant = self.simulate(
             policy_result["plan"], self.synchronous_copies_profile(
-                policy_result["plan"]["hardware_name"]))[
-                    "peak_activation_bytes"])
+                policy_result["plan"]["hardware_name"]))
+        synchronous = int(instant["peak_activation_bytes"])
         actions = [d["action"] for d in policy_result["plan"]["decisions"]]
         swaps = actions.count("ACTION_SWAP")
         recomputes = actions.count("ACTION_RECOMPUTE")
@@ -298,6 +304,22 @@ class ApplyCase:
                   100.0 * (got - want) / want, on_schedule, synchronous,
                   policy_result["plan"]["budget_bytes"], n, self.elapsed))
         self.assertGreater(swaps + recomputes, 0, "the plan moves nothing")
+        if not instant["feasible"]:
+            # The plan fits at the link's speed, not with the CPU's instant
+            # copies: prefetches land as soon as they fit and the op the
+            # simulator names then needs more than the budget leaves. The
+            # CPU runtime cannot wait for it: it peaks there, over budget.
+            print("  with instant copies the plan does not fit: %s" %
+                  instant["infeasible_reason"])
+            op = re.search(r"op \d+ \([^)]*\)", instant["infeasible_reason"])
+            self.assertIsNotNone(op, instant["infeasible_reason"])
+            self.assertIn(op.group(0), m["peak_at"])
+            self.assertGreater(got, int(policy_result["plan"]["budget_bytes"]))
+            self.assertIn(budget, self.NEEDS_THE_LINK_SPEED)
+            return
+        self.assertNotIn(budget, self.NEEDS_THE_LINK_SPEED,
+                         "fits with instant copies now: update "
+                         "NEEDS_THE_LINK_SPEED")
         self.assertEqual(on_schedule, synchronous)
         if m["overdue_bytes_at_peak"] == 0:
             self.assertEqual(got, synchronous)
@@ -372,20 +394,19 @@ class ResNetApplyTest(ApplyCase, unittest.TestCase):
 
 class EncoderApplyTest(ApplyCase, unittest.TestCase):
     """Two encoder layers with dropout, traced as torch 1.13 runs dropout
-    on the CPU (eager: a float mask), so the plain step is torch's own."""
+    on the CPU (eager: a float mask), so the plain step is torch's own. At
+    0.3 the plan fits at the link's speed only."""
     BUILD = staticmethod(encoder)
     DROPOUT = "eager"
+    NEEDS_THE_LINK_SPEED = ("0.3",)
 
 
 class EncoderNativeDropoutTest(ApplyCase, unittest.TestCase):
     """The same encoder traced with dropout as on CUDA (native_dropout, a
     bool mask, the exporter's default): apply runs it so, and the plain
-    step it is compared with does too. At 0.5 and 0.7 the GPU-timed
-    peak holds swapped tensors whose D2H copies are still queued; the
-    CPU's copies are synchronous."""
+    step it is compared with does too."""
     BUILD = staticmethod(encoder)
     DROPOUT = "native"
-    OFF_BY_MORE_THAN_1_PERCENT = ("0.5", "0.7")
 
 
 class ViTApplyTest(ApplyCase, unittest.TestCase):
@@ -399,13 +420,13 @@ class ViTApplyTest(ApplyCase, unittest.TestCase):
 
 class CausalLMApplyTest(ApplyCase, unittest.TestCase):
     """A two-layer causal LM with token inputs, a shifted cross-entropy and
-    native dropout: tensors held by the model's code push the peak up,
-    synchronous copies pull it down (below the prediction at 0.5 and 0.7,
-    above it at 0.3)."""
+    native dropout: tensors held by the model's code push the peak up
+    (above the prediction at 0.3), synchronous copies pull it down (below
+    it at 0.5)."""
     BUILD = staticmethod(causal_lm)
     LOSS = staticmethod(models.shifted_lm_loss)
     DROPOUT = "native"
-    OFF_BY_MORE_THAN_1_PERCENT = BUDGETS
+    OFF_BY_MORE_THAN_1_PERCENT = ("0.3", "0.5")
 
 
 class LSTMApplyTest(ApplyCase, unittest.TestCase):
@@ -415,9 +436,9 @@ class LSTMApplyTest(ApplyCase, unittest.TestCase):
     gate is written (without that, gradients differ). aten::lstm holds its
     initial states, each layer's last hidden state and the previous
     step's cell state past their last forward reader: above the
-    prediction at every budget."""
+    prediction at 0.3, where they are held at the peak."""
     BUILD = staticmethod(lstm)
-    OFF_BY_MORE_THAN_1_PERCENT = BUDGETS
+    OFF_BY_MORE_THAN_1_PERCENT = ("0.3",)
 
 
 class MismatchTest(unittest.TestCase):
@@ -560,27 +581,62 @@ class LauncherTest(unittest.TestCase):
                     "SLACKSWAP_PROTO_PYTHON": ""})
         return json.loads(p.stdout)
 
-    def check(self, report):
+    def check(self, report, graph):
         predicted = int(report["predicted"]["peak_activation_bytes"])
         self.assertEqual(len(report["steps"]), 2)
+        # As ApplyCase: a plan that fits only at the link's speed peaks
+        # over the budget on the CPU, whose copies are instant.
+        path = os.path.join(self.work, "plan.json")
+        with open(path, "w") as f:
+            json.dump(report["plan"], f)
+        instant = json.loads(run([
+            OPTIONS.slackswap, "simulate", "--graph", graph, "--plan", path,
+            "--hardware", ApplyCase.synchronous_copies_profile.__func__(
+                type(self), report["hardware"]), "--json"]).stdout)
         for s in report["steps"]:
             got = s["peak_saved_bytes"]
-            print("launcher %s at %s: %s, step %d: measured %d B, predicted "
-                  "%d B, loss %.4f" % (report["model"],
-                                       report["budget_fraction"],
-                                       report["policy"], s["step"], got,
-                                       predicted, s["loss"]))
-            self.assertLessEqual(abs(got - predicted),
-                                 PEAK_TOLERANCE * predicted)
+            print("launcher %s at %s: %s, step %d: measured %d B (%d B "
+                  "held past the plan's frees; the schedule's %d B, with "
+                  "instant copies %s B), predicted %d B, loss %.4f" % (
+                      report["model"], report["budget_fraction"],
+                      report["policy"], s["step"], got,
+                      s["overdue_bytes_at_peak"],
+                      s["peak_saved_bytes_on_schedule"],
+                      instant["peak_activation_bytes"], predicted,
+                      s["loss"]))
+            if instant["feasible"]:
+                # The runtime keeps to the plan's schedule ...
+                self.assertEqual(s["peak_saved_bytes_on_schedule"],
+                                 int(instant["peak_activation_bytes"]))
+                if s["overdue_bytes_at_peak"] == 0:
+                    self.assertLessEqual(abs(got - predicted),
+                                         PEAK_TOLERANCE * predicted)
+                else:
+                    # ... and tensors the model's code holds past their
+                    # last forward reader come on top (docs/launcher.md).
+                    self.assertGreater(got, predicted)
+                    self.assertLessEqual(
+                        got, predicted + s["overdue_bytes_at_peak"])
+            else:
+                print("  with instant copies the plan does not fit: %s" %
+                      instant["infeasible_reason"])
+                op = re.search(r"op \d+ \([^)]*\)",
+                               instant["infeasible_reason"])
+                self.assertIn(op.group(0), s["peak_at"])
+                self.assertGreater(got, int(report["plan"]["budget_bytes"]))
         # It trains: the loss of the second step is lower.
         self.assertLess(report["steps"][1]["loss"],
                         report["steps"][0]["loss"])
 
     def test_resnet18(self):
-        self.check(self.launch("--model", "resnet18", "--budget", "0.5"))
+        graph = os.path.join(self.work, "resnet18.json")
+        self.check(self.launch("--model", "resnet18", "--budget", "0.5",
+                               "--graph-out", graph), graph)
 
     def test_encoder(self):
-        self.check(self.launch("--model", "encoder", "--budget", "0.3"))
+        graph = os.path.join(self.work, "encoder.json")
+        self.check(self.launch("--model", "encoder", "--budget", "0.3",
+                               "--graph-out", graph), graph)
 
     def test_stubs_are_generated_outside_the_checkout(self):
         self.launch("--model", "encoder", "--budget", "0.7")
@@ -602,7 +658,7 @@ class LauncherTest(unittest.TestCase):
             best = c.best_plan(path, budget_fraction=0.3)
         report = json.loads(run([
             OPTIONS.slackswap, "plan", "--graph", path, "--budget", "0.3",
-            "--policy", "all", "--json"]).stdout)
+            "--json"]).stdout)
         feasible = [r for r in report["results"]
                     if r["policy"] != "ideal" and r["result"]["feasible"]]
         top = max(r["result"]["throughput_retained"] for r in feasible)
