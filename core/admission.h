@@ -32,8 +32,10 @@ int64_t GraphElements(const Graph& g);
 
 // For `plans` plannings of g (a policy's plan and its simulations; the sum
 // of the policies' PolicyInfo::relative_cost over every budget planned),
-// holding a request of `request_bytes` (in memory).
-CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans);
+// holding a request of `request_bytes` (in memory), plus `solver_seconds`
+// the optimal policy's solver may run (its time limit per budget).
+CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans,
+                          double solver_seconds = 0);
 
 // RESOURCE_EXHAUSTED naming `what`, the estimate and the limit when the
 // estimate exceeds max_bytes or max_seconds (either 0: no limit).

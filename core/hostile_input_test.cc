@@ -273,6 +273,34 @@ constexpr double kSlowdown = 5;
 constexpr double kSlowdown = 1;
 #endif
 
+// The optimal policy runs its solver up to its time limit: a limit past
+// what the server allows per request is refused before any work, in a plan
+// and in a sweep (a limit per budget).
+TEST(HostileInputTest, ASolverTimeLimitPastTheRequestLimitIsRefused) {
+  const PlanningCore core{ServerLimits()};
+  v1::PlanRequest plan = Request(Tiny());
+  plan.set_budget_fraction(0.5);
+  plan.clear_policies();
+  plan.add_policies("optimal");
+  plan.set_optimal_time_limit_s(600);
+  absl::Status s = core.PlanStep(plan, {}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("would take an estimated 600.0 s; this server "
+                        "allows 120 s per request"));
+  v1::SweepRequest sweep;
+  *sweep.mutable_step() = plan.step();
+  sweep.add_policies("optimal");
+  sweep.set_from(0.5);
+  sweep.set_to(1.0);
+  sweep.set_step_fraction(0.1);
+  sweep.set_optimal_time_limit_s(30);  // 6 budgets: 180 s
+  s = core.SweepBudgets(sweep, {},
+                        [](const v1::SweepResponse&) { return true; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("would take an estimated"));
+}
+
 TEST(HostileInputTest, AMillionOpChainIsRefusedByItsEstimatedCost) {
   const v1::OperatorGraph g = testing::ChainGraph(500'000);
   ASSERT_EQ(g.ops_size(), 1'000'000);

@@ -78,8 +78,10 @@ double Fraction(int64_t bytes, int64_t peak) {
   return static_cast<double>(bytes) / std::max<int64_t>(1, peak);
 }
 
-// The LP bound's cost beside one slackswap plan of the same graph (measured:
-// 30 to 60 times on the reference workloads).
+// The LP bound's cost beside one slackswap plan of the same graph, from the
+// request's best plan as the core starts it (bench/planner_bench: 8 to 18
+// times on the reference workloads, 11 on a 10,000-op step; from scratch,
+// which only a request without a plan the model accepts pays, 25 to 220).
 constexpr double kBoundRelativeCost = 60;
 
 // The smallest budget at which `policy` retains `target`: bisection in bytes
@@ -237,15 +239,16 @@ PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer)
     : limits_(limits), observer_(observer) {}
 
 absl::Status PlanningCore::CheckRequestCost(
-    const Graph& g, const google::protobuf::Message& req, double plans) const {
+    const Graph& g, const google::protobuf::Message& req, double plans,
+    double solver_seconds) const {
   if (limits_.max_request_bytes <= 0 && limits_.max_request_seconds <= 0) {
     return absl::OkStatus();
   }
   // A parsed request takes about 12 times its wire size in memory (measured
   // on graphs of 10^3 to 10^6 ops).
   const int64_t held = 12 * static_cast<int64_t>(req.ByteSizeLong());
-  return CheckCost(EstimateCost(g, held, plans), limits_.max_request_bytes,
-                   limits_.max_request_seconds,
+  return CheckCost(EstimateCost(g, held, plans, solver_seconds),
+                   limits_.max_request_bytes, limits_.max_request_seconds,
                    absl::StrCat("the graph (", g.ops.size(), " ops, ",
                                 g.tensors.size(), " tensors)"));
 }
@@ -280,9 +283,13 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
       ResolveOptimalTimeLimit(req.has_optimal_time_limit_s(),
                               req.optimal_time_limit_s()));
   double plans = 0;
-  for (const PolicyInfo* policy : policies) plans += policy->relative_cost;
+  double solver_seconds = 0;
+  for (const PolicyInfo* policy : policies) {
+    plans += policy->relative_cost;
+    if (policy->uses_solver_time) solver_seconds += time_limit;
+  }
   if (req.include_bound()) plans += kBoundRelativeCost;
-  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans));
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans, solver_seconds));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
 
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
@@ -552,16 +559,18 @@ absl::Status PlanningCore::SweepBudgets(
   SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec, ResolveSweep(req, limits_, stop));
   const Graph& g = spec.step.graph;
   double plans = 0;
+  double solver_seconds = 0;
+  const double budgets = static_cast<double>(spec.fractions.size());
   for (const PolicyInfo* policy : spec.policies) {
     plans += policy->relative_cost;
+    if (policy->uses_solver_time) {
+      solver_seconds += spec.optimal_time_limit_s * budgets;
+    }
   }
   // Every point, and a bisection (about 12 plannings) per target answer.
-  plans *=
-      static_cast<double>(spec.fractions.size()) + (spec.target > 0 ? 12 : 0);
-  if (spec.include_bound) {
-    plans += kBoundRelativeCost * static_cast<double>(spec.fractions.size());
-  }
-  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans));
+  plans *= budgets + (spec.target > 0 ? 12 : 0);
+  if (spec.include_bound) plans += kBoundRelativeCost * budgets;
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans, solver_seconds));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
                              AnalyzeStep(g, spec.step.hw, stop));

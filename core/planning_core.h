@@ -85,11 +85,12 @@ class PlanningCore {
       const v1::GetWorkloadRequest& req) const;
 
  private:
-  // RESOURCE_EXHAUSTED when `plans` plannings of g for `req` are estimated
-  // to exceed the limits (core/admission.h).
+  // RESOURCE_EXHAUSTED when `plans` plannings of g for `req`, and
+  // `solver_seconds` of the optimal policy's solver, are estimated to exceed
+  // the limits (core/admission.h).
   absl::Status CheckRequestCost(const Graph& g,
                                 const google::protobuf::Message& req,
-                                double plans) const;
+                                double plans, double solver_seconds = 0) const;
   // A planning context under this core's limits.
   PlanningContext Context(const Graph& g, const Hardware& hw,
                           const StepAnalysis& analysis, int64_t budget,

@@ -123,7 +123,7 @@ const std::vector<PolicyInfo>& PolicyRegistry() {
            "the planning model's integer optimum (COIN-OR CBC, time-limited), "
            "judged and polished by simulation",
            false, &NewOptimalPolicy, 4.0, /*in_default_set=*/false,
-           /*may_be_unavailable=*/true},
+           /*may_be_unavailable=*/true, /*uses_solver_time=*/true},
           {"slackswap",
            "fills the hidden-transfer slack with the swaps most expensive to "
            "rebuild, recomputes the rest, then the best of every heuristic's "

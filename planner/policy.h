@@ -79,6 +79,9 @@ struct PolicyInfo {
   // Its planning may be unavailable for a graph (a model too large, a
   // solver out of time): the request still gets the other policies' plans.
   bool may_be_unavailable = false;
+  // It runs a solver for up to the request's optimal_time_limit_s, on top
+  // of its relative cost.
+  bool uses_solver_time = false;
 };
 
 // Every policy, in the order requests run them and reports list them

@@ -9,6 +9,7 @@
 #
 #   bash scripts/fuzz.sh
 #   FUZZ_SECONDS=600 bash scripts/fuzz.sh     # a longer campaign
+#   FUZZ_TARGETS=fuzz_shapes bash scripts/fuzz.sh   # one target
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,7 +24,7 @@ if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLACKSWAP_FUZZ=ON \
     -DSLACKSWAP_SANITIZE=address,undefined ${CMAKE_ARGS:-}
 fi
-targets=(fuzz_files fuzz_requests fuzz_shapes)
+read -r -a targets <<< "${FUZZ_TARGETS:-fuzz_files fuzz_requests fuzz_shapes}"
 max_len="${FUZZ_MAX_LEN:-4194304}"
 cmake --build "$build_dir" -j2 --target "${targets[@]}"
 
