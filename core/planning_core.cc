@@ -10,16 +10,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "core/admission.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
+#include "io/proto_file.h"
 #include "model/budget.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
 #include "planner/relaxation.h"
+#include "planner/version.h"
 
 namespace slackswap {
 namespace {
@@ -235,8 +238,9 @@ absl::Status AddBound(const PlanningContext& ctx, const slackswap::Plan* start,
 
 }  // namespace
 
-PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer)
-    : limits_(limits), observer_(observer) {}
+PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer,
+                           GraphSource* graphs)
+    : limits_(limits), observer_(observer), graphs_(graphs) {}
 
 absl::Status PlanningCore::CheckRequestCost(
     const Graph& g, const google::protobuf::Message& req, double plans,
@@ -265,7 +269,8 @@ PlanningContext PlanningCore::Context(const Graph& g, const Hardware& hw,
 absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
     const v1::PlanRequest& req, const StopFn& stop) const {
   Stopwatch watch;
-  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_, stop));
+  SLACKSWAP_ASSIGN_OR_RETURN(Step step,
+                             ResolveStep(req.step(), limits_, stop, graphs_));
   SLACKSWAP_ASSIGN_OR_RETURN(
       int64_t budget,
       ResolveBudget(req.budget_case() == v1::PlanRequest::kBudgetBytes,
@@ -360,6 +365,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
     SLACKSWAP_RETURN_IF_ERROR(AddBound(ctx, start.In(seeds), out));
   }
   resp.set_server_seconds(watch.Lap());
+  resp.set_planner_version(PlannerVersion());
   return resp;
 }
 
@@ -398,9 +404,11 @@ struct SweepSpec {
 
 absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
                                        const CoreLimits& limits,
-                                       const StopFn& stop) {
+                                       const StopFn& stop,
+                                       GraphSource* graphs) {
   SweepSpec spec;
-  SLACKSWAP_ASSIGN_OR_RETURN(spec.step, ResolveStep(req.step(), limits, stop));
+  SLACKSWAP_ASSIGN_OR_RETURN(spec.step,
+                             ResolveStep(req.step(), limits, stop, graphs));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.policies, ResolvePolicies(req.policies()));
   const double from = req.from() == 0 ? 0.1 : req.from();
   const double to = req.to() == 0 ? 1.0 : req.to();
@@ -440,16 +448,16 @@ absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
 
 using Emit = std::function<absl::Status(const v1::SweepResponse&)>;
 
-// Every (budget, policy) point, each emitted as soon as it is computed.
-absl::StatusOr<std::vector<v1::SweepPoint>> SweepPoints(
-    const SweepSpec& spec, const PolicyRunner& runner, const Emit& emit) {
+// Every policy's point at budget fraction `f`, each emitted as soon as it
+// is computed (after the bound, when asked for), and added to `points`.
+absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
+                     double f, std::vector<v1::SweepPoint>& points,
+                     const Emit& emit) {
   const int64_t peak = spec.step.graph.index.saved_bytes;
-  // Each budget's policies in registry order, slackswap last with the
-  // others' plans; emitted in the request's order.
-  std::vector<const PolicyInfo*> run_order = spec.policies;
-  std::sort(run_order.begin(), run_order.end());
-  std::vector<v1::SweepPoint> points;
-  for (double f : spec.fractions) {
+  // In registry order (ResolvePolicies), slackswap last with the others'
+  // plans.
+  const std::vector<const PolicyInfo*>& run_order = spec.policies;
+  {
     const int64_t budget = Budget::Fraction(f).Resolve(peak);
     std::vector<Plan> seeds;
     BoundStart start;
@@ -506,57 +514,156 @@ absl::StatusOr<std::vector<v1::SweepPoint>> SweepPoints(
       SLACKSWAP_RETURN_IF_ERROR(emit(msg));
     }
   }
-  return points;
+  return absl::OkStatus();
 }
 
-// Per budgeted policy, the smallest budget that retains the target.
-absl::Status TargetAnswers(const SweepSpec& spec, const PolicyRunner& runner,
-                           const std::vector<v1::SweepPoint>& points,
+// Whether the sweep answers the target question for `policy`: not for the
+// reference, which has no budget to find, nor for a solver's policy, which
+// would take its time limit per bisection step.
+bool AsksTarget(const SweepSpec& spec, const PolicyInfo& policy) {
+  return spec.target > 0 && !policy.unbudgeted_reference &&
+         !policy.may_be_unavailable;
+}
+
+// `policy`'s smallest budget that retains the target.
+absl::Status TargetAnswer(const SweepSpec& spec, const PolicyRunner& runner,
+                          const PolicyInfo& policy,
+                          const std::vector<v1::SweepPoint>& points,
+                          const Emit& emit) {
+  v1::SweepResponse msg;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      *msg.mutable_target(),
+      FindTarget(runner, policy.name, spec.target, points,
+                 spec.step.graph.index.saved_bytes));
+  return emit(msg);
+}
+
+// Whether `policy` was infeasible at some point, so the sweep reports its
+// minimum budget (a solver's policy aside: its bisection would take its
+// time limit per step).
+bool NeedsMinimum(const PolicyInfo& policy,
+                  const std::vector<v1::SweepPoint>& points) {
+  return !policy.may_be_unavailable &&
+         std::any_of(points.begin(), points.end(),
+                     [&](const v1::SweepPoint& p) {
+                       return p.policy() == policy.name && !p.feasible();
+                     });
+}
+
+// `policy`'s lowest budget it meets.
+absl::Status PolicyMinimum(const PlanningContext& ctx, const PolicyInfo& policy,
                            const Emit& emit) {
-  if (spec.target <= 0) return absl::OkStatus();
-  for (const PolicyInfo* policy : spec.policies) {
-    // The reference has no budget to find; a solver's policy would take its
-    // time limit per bisection step.
-    if (policy->unbudgeted_reference || policy->may_be_unavailable) continue;
-    v1::SweepResponse msg;
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        *msg.mutable_target(),
-        FindTarget(runner, policy->name, spec.target, points,
-                   spec.step.graph.index.saved_bytes));
-    SLACKSWAP_RETURN_IF_ERROR(emit(msg));
-  }
-  return absl::OkStatus();
+  SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
+                             MinimumFeasibleBudget(policy.name, ctx));
+  v1::SweepResponse msg;
+  v1::PolicyMinimum* m = msg.mutable_minimum();
+  m->set_policy(policy.name);
+  m->set_budget_bytes(minimum);
+  m->set_budget_fraction(Fraction(minimum, ctx.graph.index.saved_bytes));
+  return emit(msg);
 }
 
-// Per policy that was infeasible somewhere, the lowest budget it meets.
-absl::Status PolicyMinimums(const SweepSpec& spec, const PlanningContext& ctx,
-                            const std::vector<v1::SweepPoint>& points,
-                            const Emit& emit) {
-  for (const PolicyInfo* policy : spec.policies) {
-    const bool infeasible_somewhere =
-        !policy->may_be_unavailable &&
-        std::any_of(points.begin(), points.end(), [&](const v1::SweepPoint& p) {
-          return p.policy() == policy->name && !p.feasible();
-        });
-    if (!infeasible_somewhere) continue;
-    SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
-                               MinimumFeasibleBudget(policy->name, ctx));
-    v1::SweepResponse msg;
-    v1::PolicyMinimum* m = msg.mutable_minimum();
-    m->set_policy(policy->name);
-    m->set_budget_bytes(minimum);
-    m->set_budget_fraction(Fraction(minimum, ctx.graph.index.saved_bytes));
-    SLACKSWAP_RETURN_IF_ERROR(emit(msg));
+// A sweep's state between units: the resolved request, its analysis and
+// context (which refer to them: never moved), and the points so far.
+class SweepRunImpl : public SweepRun {
+ public:
+  SweepRunImpl(SweepSpec spec, StepAnalysis analysis, const StopFn& stop,
+               int64_t max_recompute_tasks, CoreObserver* observer)
+      : spec_(std::move(spec)),
+        analysis_(std::move(analysis)),
+        ctx_{spec_.step.graph, spec_.step.hw, analysis_,
+             std::max<int64_t>(1, spec_.step.graph.index.saved_bytes), stop},
+        runner_{ctx_, observer} {
+    ctx_.explain = false;  // sweep points carry no plans
+    ctx_.optimal_time_limit_s = spec_.optimal_time_limit_s;
+    ctx_.max_recompute_tasks = max_recompute_tasks;
+    Settle();
   }
-  return absl::OkStatus();
-}
+  SweepRunImpl(const SweepRunImpl&) = delete;
+  SweepRunImpl& operator=(const SweepRunImpl&) = delete;
+
+  bool Done() const override { return phase_ == Phase::kDone; }
+
+  absl::Status Next(
+      const std::function<bool(const v1::SweepResponse&)>& emit) override {
+    const Emit send = [&](const v1::SweepResponse& r) -> absl::Status {
+      v1::SweepResponse msg = r;
+      msg.set_planner_version(PlannerVersion());
+      if (!emit(msg)) return absl::CancelledError("the client went away");
+      return absl::OkStatus();
+    };
+    switch (phase_) {
+      case Phase::kPoints:
+        SLACKSWAP_RETURN_IF_ERROR(
+            SweepAt(spec_, runner_, spec_.fractions[index_], points_, send));
+        break;
+      case Phase::kTargets:
+        SLACKSWAP_RETURN_IF_ERROR(TargetAnswer(
+            spec_, runner_, *spec_.policies[index_], points_, send));
+        break;
+      case Phase::kMinimums:
+        SLACKSWAP_RETURN_IF_ERROR(
+            PolicyMinimum(ctx_, *spec_.policies[index_], send));
+        break;
+      case Phase::kDone:
+        return absl::FailedPreconditionError("the sweep is done");
+    }
+    ++index_;
+    Settle();
+    return absl::OkStatus();
+  }
+
+ private:
+  enum class Phase { kPoints, kTargets, kMinimums, kDone };
+
+  // Moves on from (phase_, index_) to the next unit that has work, or to
+  // kDone.
+  void Settle() {
+    while (phase_ != Phase::kDone) {
+      if (phase_ == Phase::kPoints) {
+        if (index_ < spec_.fractions.size()) return;
+      } else if (index_ < spec_.policies.size()) {
+        const PolicyInfo& p = *spec_.policies[index_];
+        if (phase_ == Phase::kTargets ? AsksTarget(spec_, p)
+                                      : NeedsMinimum(p, points_)) {
+          return;
+        }
+        ++index_;
+        continue;
+      }
+      phase_ = phase_ == Phase::kPoints    ? Phase::kTargets
+               : phase_ == Phase::kTargets ? Phase::kMinimums
+                                           : Phase::kDone;
+      index_ = 0;
+    }
+  }
+
+  // Immutable after construction.
+  const SweepSpec spec_;
+  const StepAnalysis analysis_;
+  PlanningContext ctx_;
+  const PolicyRunner runner_;
+  // Progress.
+  Phase phase_ = Phase::kPoints;
+  size_t index_ = 0;
+  std::vector<v1::SweepPoint> points_;
+};
 
 }  // namespace
 
 absl::Status PlanningCore::SweepBudgets(
     const v1::SweepRequest& req, const StopFn& stop,
     const std::function<bool(const v1::SweepResponse&)>& emit) const {
-  SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec, ResolveSweep(req, limits_, stop));
+  SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<SweepRun> run,
+                             StartSweep(req, stop));
+  while (!run->Done()) SLACKSWAP_RETURN_IF_ERROR(run->Next(emit));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SweepRun>> PlanningCore::StartSweep(
+    const v1::SweepRequest& req, const StopFn& stop) const {
+  SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec,
+                             ResolveSweep(req, limits_, stop, graphs_));
   const Graph& g = spec.step.graph;
   double plans = 0;
   double solver_seconds = 0;
@@ -574,26 +681,21 @@ absl::Status PlanningCore::SweepBudgets(
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
                              AnalyzeStep(g, spec.step.hw, stop));
-  PlanningContext ctx =
-      Context(g, spec.step.hw, analysis,
-              std::max<int64_t>(1, g.index.saved_bytes), stop);
-  ctx.explain = false;  // sweep points carry no plans
-  ctx.optimal_time_limit_s = spec.optimal_time_limit_s;
-  const PolicyRunner runner{ctx, observer_};
-  const Emit send = [&](const v1::SweepResponse& r) -> absl::Status {
-    if (!emit(r)) return absl::CancelledError("the client went away");
-    return absl::OkStatus();
-  };
-  SLACKSWAP_ASSIGN_OR_RETURN(std::vector<v1::SweepPoint> points,
-                             SweepPoints(spec, runner, send));
-  SLACKSWAP_RETURN_IF_ERROR(TargetAnswers(spec, runner, points, send));
-  return PolicyMinimums(spec, ctx, points, send);
+  return std::make_unique<SweepRunImpl>(std::move(spec), std::move(analysis),
+                                        stop, limits_.max_recompute_tasks,
+                                        observer_);
+}
+
+absl::StatusOr<Graph> PlanningCore::PrepareGraph(const v1::OperatorGraph& graph,
+                                                 const StopFn& stop) const {
+  return ResolveInlineGraph(graph, "graph", limits_, stop);
 }
 
 absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
     const v1::SimulateRequest& req, const StopFn& stop) const {
   Stopwatch watch;
-  SLACKSWAP_ASSIGN_OR_RETURN(Step step, ResolveStep(req.step(), limits_, stop));
+  SLACKSWAP_ASSIGN_OR_RETURN(Step step,
+                             ResolveStep(req.step(), limits_, stop, graphs_));
   SLACKSWAP_RETURN_IF_ERROR(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph;
@@ -628,6 +730,7 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
   v1::SimulateResponse resp;
   *resp.mutable_result() = ResultToProto(*r, g);
   resp.set_server_seconds(watch.Lap());
+  resp.set_planner_version(PlannerVersion());
   return resp;
 }
 
@@ -653,6 +756,10 @@ v1::ServerInfoResponse PlanningCore::Info() const {
   for (const Hardware& hw : HardwareCatalog()) {
     info.add_hardware_profiles(hw.name);
   }
+  info.set_planner_version(PlannerVersion());
+  std::string catalog;
+  SerializeDeterministic(ListHardwareProfiles(), &catalog);
+  info.set_hardware_catalog_sha256(Sha256Hex(Sha256::Of(catalog)));
   v1::ServerLimits* l = info.mutable_limits();
   l->set_max_graph_ops(limits_.max_graph_ops);
   l->set_max_graph_tensors(limits_.max_graph_tensors);

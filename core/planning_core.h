@@ -17,10 +17,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/stop.h"
+#include "core/graph_source.h"
 #include "model/transformer.h"
 #include "planner/policy.h"
 #include "sim/schedule.h"
@@ -57,10 +59,25 @@ class CoreObserver {
                          bool feasible) {}
 };
 
+// A sweep computed one unit at a time (a budget's points, one target
+// answer, one minimum), so that a caller can stop between units (a client
+// not reading) and resume, or let other work run.
+class SweepRun {
+ public:
+  virtual ~SweepRun() = default;
+  virtual bool Done() const = 0;
+  // Computes the next unit and emits its messages; CANCELLED when `emit`
+  // returns false (the client went away). REQUIRES: !Done().
+  virtual absl::Status Next(
+      const std::function<bool(const v1::SweepResponse&)>& emit) = 0;
+};
+
 class PlanningCore {
  public:
-  // REQUIRES: observer, if any, outlives the core and is thread-safe.
-  explicit PlanningCore(CoreLimits limits, CoreObserver* observer = nullptr);
+  // REQUIRES: observer and graphs, if any, outlive the core and are
+  // thread-safe. `graphs` resolves StepSpec.graph_sha256.
+  explicit PlanningCore(CoreLimits limits, CoreObserver* observer = nullptr,
+                        GraphSource* graphs = nullptr);
 
   // FAILED_PRECONDITION when no requested policy (ideal aside) meets the
   // budget, with the lowest budget any of them reaches.
@@ -72,6 +89,15 @@ class PlanningCore {
   absl::Status SweepBudgets(
       const v1::SweepRequest& req, const StopFn& stop,
       const std::function<bool(const v1::SweepResponse&)>& emit) const;
+  // The same sweep, validated and admitted, to run unit by unit. `stop` is
+  // polled by every unit. REQUIRES: stop outlives the run.
+  absl::StatusOr<std::unique_ptr<SweepRun>> StartSweep(
+      const v1::SweepRequest& req, const StopFn& stop) const;
+
+  // A graph for the graph store (PutGraph): validated, converted and
+  // indexed under the core's limits; errors name `graph`.
+  absl::StatusOr<Graph> PrepareGraph(const v1::OperatorGraph& graph,
+                                     const StopFn& stop) const;
 
   absl::StatusOr<v1::SimulateResponse> SimulateStep(
       const v1::SimulateRequest& req, const StopFn& stop) const;
@@ -99,6 +125,7 @@ class PlanningCore {
   // Immutable after construction.
   const CoreLimits limits_;
   CoreObserver* const observer_;
+  GraphSource* const graphs_;
 };
 
 // FAILED_PRECONDITION for a budget no policy's plan meets, naming the lowest

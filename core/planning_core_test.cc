@@ -1,12 +1,15 @@
 #include "core/planning_core.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/request_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/workloads.h"
+#include "planner/version.h"
 
 namespace slackswap {
 namespace {
@@ -93,7 +96,7 @@ TEST(PlanningCoreTest, ErrorsNameTheField) {
   req.mutable_step()->clear_workload();
   EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
                       absl::StatusCode::kInvalidArgument),
-              HasSubstr("step: set graph_inline or workload"));
+              HasSubstr("step: set graph_inline, graph_sha256 or workload"));
   req = Gpt2Request();
   req.set_timeline_points(-3);
   EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
@@ -211,6 +214,88 @@ TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
   s = core.SweepBudgets(req, {},
                         [](const v1::SweepResponse&) { return false; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+}
+
+// A sweep run unit by unit, with pauses between units, sends what the whole
+// sweep sends: budget by budget (one unit each), then one unit per target
+// answer and per minimum.
+TEST(PlanningCoreTest, ASweepRunUnitByUnitSendsWhatTheWholeSweepSends) {
+  PlanningCore core{CoreLimits{}};
+  v1::SweepRequest req;
+  *req.mutable_step() = Gpt2Request().step();
+  req.set_from(0.05);
+  req.set_to(0.5);
+  req.set_step_fraction(0.15);  // 4 budgets
+  req.add_policies("slackswap");
+  req.add_policies("recompute_only");
+  req.set_target(0.9);
+  std::vector<std::string> whole;
+  ASSERT_TRUE(core.SweepBudgets(req, {},
+                                [&](const v1::SweepResponse& r) {
+                                  whole.push_back(r.SerializeAsString());
+                                  return true;
+                                })
+                  .ok());
+  absl::StatusOr<std::unique_ptr<SweepRun>> run = core.StartSweep(req, {});
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::vector<std::string> units;
+  std::vector<int> per_unit;
+  while (!(*run)->Done()) {
+    int n = 0;
+    ASSERT_TRUE((*run)
+                    ->Next([&](const v1::SweepResponse& r) {
+                      EXPECT_EQ(r.planner_version(), PlannerVersion());
+                      units.push_back(r.SerializeAsString());
+                      ++n;
+                      return true;
+                    })
+                    .ok());
+    per_unit.push_back(n);
+  }
+  EXPECT_EQ(units, whole);
+  // 4 budgets of 2 points, then one message per unit: 2 target answers and
+  // the minimums of the policies that cannot fit 5% of this 2-layer step
+  // (both).
+  EXPECT_EQ(per_unit, (std::vector<int>{2, 2, 2, 2, 1, 1, 1, 1}));
+}
+
+// A graph named by digest comes from the graph source, or is NOT_FOUND.
+TEST(PlanningCoreTest, GraphsByDigestComeFromTheGraphSource) {
+  class OneGraph : public GraphSource {
+   public:
+    std::shared_ptr<const Graph> Find(const std::string& sha256) override {
+      if (sha256 != std::string(64, 'a')) return nullptr;
+      return std::make_shared<const Graph>(*BuildWorkload("bert-large", {}));
+    }
+  } source;
+  PlanningCore core{CoreLimits{}, nullptr, &source};
+  v1::PlanRequest req = Gpt2Request();
+  req.mutable_step()->set_graph_sha256(std::string(64, 'a'));
+  absl::StatusOr<v1::PlanResponse> found = core.PlanStep(req, {});
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->report().graph_name(), "bert-large");
+  EXPECT_EQ(found->planner_version(), PlannerVersion());
+  req.mutable_step()->set_graph_sha256(std::string(64, 'b'));
+  EXPECT_THAT(
+      ErrorOf(core.PlanStep(req, {}).status(), absl::StatusCode::kNotFound),
+      HasSubstr("step.graph_sha256: no graph bbbb"));
+  req.mutable_step()->set_graph_sha256("not-hex");
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("step.graph_sha256: want 64 lower-case hex digits"));
+  // Without a source, every digest is unknown.
+  PlanningCore bare{CoreLimits{}};
+  req.mutable_step()->set_graph_sha256(std::string(64, 'a'));
+  EXPECT_EQ(bare.PlanStep(req, {}).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(PlanningCoreTest, ServerInfoNamesThePlannerAndTheCatalog) {
+  const v1::ServerInfoResponse info = PlanningCore{CoreLimits{}}.Info();
+  EXPECT_EQ(info.planner_version(), PlannerVersion());
+  EXPECT_EQ(info.hardware_catalog_sha256().size(), 64u);
+  EXPECT_EQ(info.hardware_catalog_sha256(),
+            PlanningCore{CoreLimits{}}.Info().hardware_catalog_sha256());
 }
 
 TEST(PlanningCoreTest, SimulatesAPlanFromAPlanResponse) {

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/format.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "io/convert.h"
 #include "model/budget.h"
@@ -68,28 +70,54 @@ absl::Status CheckFraction(const std::string& field, double fraction) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
+                                         const std::string& field,
+                                         const CoreLimits& limits,
+                                         const StopFn& stop) {
+  if (g.ops_size() > limits.max_graph_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ".ops: ", g.ops_size(), " ops exceed the limit of ",
+                     limits.max_graph_ops));
+  }
+  if (g.tensors_size() > limits.max_graph_tensors) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        field, ".tensors: ", g.tensors_size(), " tensors exceed the limit of ",
+        limits.max_graph_tensors));
+  }
+  absl::StatusOr<Graph> graph = GraphFromProto(g, stop);
+  if (!graph.ok()) {
+    if (absl::IsCancelled(graph.status())) return graph.status();
+    return InField(field, graph.status());
+  }
+  return graph;
+}
+
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
-                                 const CoreLimits& limits, const StopFn& stop) {
+                                 const CoreLimits& limits, const StopFn& stop,
+                                 GraphSource* graphs) {
   Step step;
   switch (spec.graph_case()) {
     case v1::StepSpec::kGraphInline: {
-      const v1::OperatorGraph& g = spec.graph_inline();
-      if (g.ops_size() > limits.max_graph_ops) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("step.graph_inline.ops: ", g.ops_size(),
-                         " ops exceed the limit of ", limits.max_graph_ops));
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          step.graph, ResolveInlineGraph(spec.graph_inline(),
+                                         "step.graph_inline", limits, stop));
+      break;
+    }
+    case v1::StepSpec::kGraphSha256: {
+      if (!IsSha256Hex(spec.graph_sha256())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "step.graph_sha256: want 64 lower-case hex digits, got ",
+            QuoteInput(spec.graph_sha256())));
       }
-      if (g.tensors_size() > limits.max_graph_tensors) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "step.graph_inline.tensors: ", g.tensors_size(),
-            " tensors exceed the limit of ", limits.max_graph_tensors));
+      std::shared_ptr<const Graph> stored =
+          graphs == nullptr ? nullptr : graphs->Find(spec.graph_sha256());
+      if (stored == nullptr) {
+        return absl::NotFoundError(absl::StrCat(
+            "step.graph_sha256: no graph ", spec.graph_sha256(),
+            " is stored here (it expired, or another server holds it): send "
+            "it with PutGraph or inline"));
       }
-      absl::StatusOr<Graph> graph = GraphFromProto(g, stop);
-      if (!graph.ok()) {
-        if (absl::IsCancelled(graph.status())) return graph.status();
-        return InField("step.graph_inline", graph.status());
-      }
-      step.graph = *std::move(graph);
+      step.graph = *stored;
       break;
     }
     case v1::StepSpec::kWorkload: {
@@ -99,7 +127,8 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
       break;
     }
     default:
-      return absl::InvalidArgumentError("step: set graph_inline or workload");
+      return absl::InvalidArgumentError(
+          "step: set graph_inline, graph_sha256 or workload");
   }
   switch (spec.hardware_case()) {
     case v1::StepSpec::kHardwareInline: {
@@ -163,6 +192,10 @@ absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
     // A name given twice is planned once.
     if (std::find(out.begin(), out.end(), *p) == out.end()) out.push_back(*p);
   }
+  // Registry order (the registry is one vector: addresses are its order),
+  // whatever the request's: equal sets of names are equal questions, with
+  // equal answers (and one cache entry).
+  std::sort(out.begin(), out.end());
   return out;
 }
 

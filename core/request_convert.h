@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/graph_source.h"
 #include "core/planning_core.h"
 #include "model/graph.h"
 #include "model/hardware.h"
@@ -28,10 +29,19 @@ struct Step {
   Hardware hw;
 };
 
-// `stop` is polled while an inline graph is converted.
+// `stop` is polled while an inline graph is converted. A graph named by
+// digest comes from `graphs` (NOT_FOUND when it is null or lacks it).
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits,
-                                 const StopFn& stop = nullptr);
+                                 const StopFn& stop = nullptr,
+                                 GraphSource* graphs = nullptr);
+
+// Converts an inline graph (from a request or for the graph store) under
+// the limits; errors name `field`.
+absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
+                                         const std::string& field,
+                                         const CoreLimits& limits,
+                                         const StopFn& stop);
 
 // Builds the named workload with the reference's overrides; errors name
 // `field` (e.g. "step.workload"). RESOURCE_EXHAUSTED above limits.

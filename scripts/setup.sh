@@ -24,7 +24,7 @@ tier="${1:-test}"
 build_packages=(
   build-essential cmake pkg-config git
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
-  libabsl-dev prometheus-cpp-dev
+  libabsl-dev prometheus-cpp-dev libssl-dev
   coinor-libclp-dev coinor-libcbc-dev
 )
 test_packages=(

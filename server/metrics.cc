@@ -91,10 +91,17 @@ ServiceMetrics::ServiceMetrics(const std::string& version,
       duration_family_(NewHistogram(*registry_,
                                     "slackswap_request_duration_seconds",
                                     "RPC latency in seconds, by method.")),
+      queue_wait_family_(NewHistogram(*registry_,
+                                      "slackswap_queue_wait_seconds",
+                                      "Time calls waited in the work queue "
+                                      "before a worker took them, in "
+                                      "seconds, by method.")),
       rejected_family_(NewCounter(*registry_,
                                   "slackswap_rejected_requests_total",
-                                  "RPCs refused at once because the work "
-                                  "queue was full, by method.")),
+                                  "RPCs refused at once, by method and "
+                                  "reason: queue_full (the work queue), "
+                                  "memory (--max_queued_mb), deadline "
+                                  "(expired or cancelled on arrival).")),
       planner_family_(NewHistogram(*registry_, "slackswap_planner_seconds",
                                    "Time a policy spent planning one "
                                    "request, in seconds, by policy.")),
@@ -117,6 +124,10 @@ ServiceMetrics::ServiceMetrics(const std::string& version,
       cache_misses_(NewCounter(*registry_, "slackswap_cache_misses_total",
                                "Plan cache lookups that found nothing.")
                         .Add({})),
+      coalesced_(NewCounter(*registry_, "slackswap_coalesced_requests_total",
+                            "Requests answered by the planning of an "
+                            "identical request in flight.")
+                     .Add({})),
       graph_ops_(NewHistogram(*registry_, "slackswap_graph_ops",
                               "Ops in each graph the service was asked to "
                               "plan.")
@@ -186,14 +197,55 @@ prometheus::Histogram& ServiceMetrics::DurationHistogram(
   return *histogram;
 }
 
-prometheus::Counter& ServiceMetrics::RejectedCounter(
+prometheus::Histogram& ServiceMetrics::QueueWaitHistogram(
     const std::string& method) {
   MutexLock lock(&mu_);
-  Counter*& counter = rejected_[method];
+  Histogram*& histogram = queue_waits_[method];
+  if (histogram == nullptr) {
+    histogram =
+        &queue_wait_family_.Add({{"method", method}}, StageSecondsBuckets());
+  }
+  return *histogram;
+}
+
+const char* ServiceMetrics::ReasonLabel(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kQueueFull:
+      return "queue_full";
+    case RejectReason::kMemory:
+      return "memory";
+    case RejectReason::kDeadline:
+      return "deadline";
+  }
+  return "unknown";
+}
+
+prometheus::Counter& ServiceMetrics::RejectedCounter(const std::string& method,
+                                                     RejectReason reason) {
+  MutexLock lock(&mu_);
+  Counter*& counter = rejected_[std::make_pair(method, reason)];
   if (counter == nullptr) {
-    counter = &rejected_family_.Add({{"method", method}});
+    counter = &rejected_family_.Add(
+        {{"method", method}, {"reason", ReasonLabel(reason)}});
   }
   return *counter;
+}
+
+void ServiceMetrics::Declare(const std::vector<std::string>& methods,
+                             const std::vector<std::string>& policies) {
+  for (const std::string& method : methods) {
+    for (int code = 0; code <= 16; ++code) {
+      RequestsCounter(method, absl::StatusCodeToString(
+                                  static_cast<absl::StatusCode>(code)));
+    }
+    DurationHistogram(method);
+    QueueWaitHistogram(method);
+    for (RejectReason reason : {RejectReason::kQueueFull, RejectReason::kMemory,
+                                RejectReason::kDeadline}) {
+      RejectedCounter(method, reason);
+    }
+  }
+  for (const std::string& policy : policies) ForPolicy(policy);
 }
 
 ServiceMetrics::PolicyHistograms ServiceMetrics::ForPolicy(
@@ -220,9 +272,15 @@ void ServiceMetrics::RequestFinished(const std::string& method,
   inflight_.Decrement();
 }
 
-void ServiceMetrics::Rejected(const std::string& method) {
-  RejectedCounter(method).Increment();
+void ServiceMetrics::Rejected(const std::string& method, RejectReason reason) {
+  RejectedCounter(method, reason).Increment();
 }
+
+void ServiceMetrics::QueueWait(const std::string& method, double seconds) {
+  QueueWaitHistogram(method).Observe(seconds);
+}
+
+void ServiceMetrics::Coalesced() { coalesced_.Increment(); }
 
 void ServiceMetrics::SetQueueDepth(int depth) { queue_depth_.Set(depth); }
 

@@ -13,12 +13,15 @@
 //
 // The metrics (each with HELP text):
 //   slackswap_requests_total{method,code}          counter
-//   slackswap_request_duration_seconds{method}     histogram
-//   slackswap_inflight_requests                    gauge
+//   slackswap_request_duration_seconds{method}     histogram (end to end)
+//   slackswap_queue_wait_seconds{method}           histogram
+//   slackswap_inflight_requests                    gauge (streams too)
 //   slackswap_queue_depth                          gauge
-//   slackswap_rejected_requests_total{method}      counter (queue full)
+//   slackswap_rejected_requests_total{method,reason}
+//                                                  counter (refused at once)
 //   slackswap_cache_hits_total                     counter
 //   slackswap_cache_misses_total                   counter
+//   slackswap_coalesced_requests_total             counter
 //   slackswap_graph_ops                            histogram (ops per graph)
 //   slackswap_planner_seconds{policy}              histogram
 //   slackswap_simulator_seconds{policy}            histogram
@@ -28,6 +31,8 @@
 // Every label value becomes a time series that lives as long as this object,
 // so pass only values from a small fixed set (method names, gRPC code names
 // such as "OK" or "INVALID_ARGUMENT", known policy names), never raw input.
+// Declare() creates the series of every known label value at zero, so that
+// dashboards and alerts see them before their first event.
 //
 // Thread-safe: every method may be called from any thread, concurrently with
 // scrapes.
@@ -93,9 +98,26 @@ class ServiceMetrics {
   // `seconds`: counts it, observes its latency, lowers the in-flight gauge.
   void RequestFinished(const std::string& method, const std::string& code,
                        double seconds);
-  // An RPC was refused because the work queue was full. Counts only the
-  // rejection: an RPC that was reported started still reports its end.
-  void Rejected(const std::string& method);
+  // Why an RPC was refused at once.
+  enum class RejectReason {
+    kQueueFull,  // the work queue is full
+    kMemory,     // the held-memory budget (--max_queued_mb)
+    kDeadline,   // its deadline had passed (or it was cancelled) on arrival
+  };
+  static const char* ReasonLabel(RejectReason reason);
+
+  // Creates at zero the series of every method (with every gRPC code and
+  // every rejection reason) and every policy.
+  void Declare(const std::vector<std::string>& methods,
+               const std::vector<std::string>& policies);
+
+  // An RPC was refused. Counts only the rejection: an RPC that was reported
+  // started still reports its end.
+  void Rejected(const std::string& method, RejectReason reason);
+  // How long a call waited in the work queue before a worker took it.
+  void QueueWait(const std::string& method, double seconds);
+  // A request answered by an identical one's planning in flight.
+  void Coalesced();
   void SetQueueDepth(int depth);
 
   void CacheHit();
@@ -130,7 +152,9 @@ class ServiceMetrics {
   prometheus::Counter& RequestsCounter(const std::string& method,
                                        const std::string& code);
   prometheus::Histogram& DurationHistogram(const std::string& method);
-  prometheus::Counter& RejectedCounter(const std::string& method);
+  prometheus::Histogram& QueueWaitHistogram(const std::string& method);
+  prometheus::Counter& RejectedCounter(const std::string& method,
+                                       RejectReason reason);
   PolicyHistograms ForPolicy(const std::string& policy);
 
   // Immutable after construction (the metric objects themselves are
@@ -138,6 +162,7 @@ class ServiceMetrics {
   const std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_family_;
   prometheus::Family<prometheus::Histogram>& duration_family_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_family_;
   prometheus::Family<prometheus::Counter>& rejected_family_;
   prometheus::Family<prometheus::Histogram>& planner_family_;
   prometheus::Family<prometheus::Histogram>& simulator_family_;
@@ -146,6 +171,7 @@ class ServiceMetrics {
   prometheus::Gauge& queue_depth_;
   prometheus::Counter& cache_hits_;
   prometheus::Counter& cache_misses_;
+  prometheus::Counter& coalesced_;
   prometheus::Histogram& graph_ops_;
 
   mutable Mutex mu_;
@@ -153,8 +179,11 @@ class ServiceMetrics {
       requests_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, prometheus::Histogram*> durations_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, prometheus::Counter*> rejected_
+  absl::flat_hash_map<std::string, prometheus::Histogram*> queue_waits_
       ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<std::string, RejectReason>,
+                      prometheus::Counter*>
+      rejected_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, PolicyHistograms> policies_
       ABSL_GUARDED_BY(mu_);
 

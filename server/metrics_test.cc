@@ -77,7 +77,9 @@ void RecordOneOfEach(ServiceMetrics& metrics) {
   metrics.RequestStarted();
   metrics.RequestFinished("Sweep", "DEADLINE_EXCEEDED", 3.5);
   metrics.RequestStarted();  // still in flight
-  metrics.Rejected("Plan");
+  metrics.Rejected("Plan", ServiceMetrics::RejectReason::kQueueFull);
+  metrics.QueueWait("Plan", 0.003);
+  metrics.Coalesced();
   metrics.SetQueueDepth(3);
   metrics.CacheHit();
   metrics.CacheMiss();
@@ -143,10 +145,13 @@ TEST(ServiceMetricsTest, CountsRequestsByMethodAndCode) {
 }
 
 TEST(ServiceMetricsTest, RejectionsQueueAndCache) {
+  using Reason = ServiceMetrics::RejectReason;
   ServiceMetrics metrics("v", "c");
-  metrics.Rejected("Plan");
-  metrics.Rejected("Plan");
-  metrics.Rejected("Sweep");
+  metrics.Rejected("Plan", Reason::kQueueFull);
+  metrics.Rejected("Plan", Reason::kQueueFull);
+  metrics.Rejected("Plan", Reason::kDeadline);
+  metrics.Rejected("Sweep", Reason::kMemory);
+  metrics.Coalesced();
   metrics.SetQueueDepth(7);
   metrics.SetQueueDepth(5);
   metrics.CacheHit();
@@ -154,11 +159,38 @@ TEST(ServiceMetricsTest, RejectionsQueueAndCache) {
   metrics.CacheMiss();
 
   const Scraped s(metrics.Scrape());
-  EXPECT_EQ(s.at("slackswap_rejected_requests_total{method=\"Plan\"}"), 2);
-  EXPECT_EQ(s.at("slackswap_rejected_requests_total{method=\"Sweep\"}"), 1);
+  EXPECT_EQ(s.at("slackswap_rejected_requests_total{method=\"Plan\",reason="
+                 "\"queue_full\"}"),
+            2);
+  EXPECT_EQ(s.at("slackswap_rejected_requests_total{method=\"Plan\",reason="
+                 "\"deadline\"}"),
+            1);
+  EXPECT_EQ(s.at("slackswap_rejected_requests_total{method=\"Sweep\",reason="
+                 "\"memory\"}"),
+            1);
+  EXPECT_EQ(s.at("slackswap_coalesced_requests_total"), 1);
   EXPECT_EQ(s.at("slackswap_queue_depth"), 5);
   EXPECT_EQ(s.at("slackswap_cache_hits_total"), 1);
   EXPECT_EQ(s.at("slackswap_cache_misses_total"), 2);
+}
+
+// Before any event, every declared series exists at zero: dashboards and
+// alerts see 0, not "no data".
+TEST(ServiceMetricsTest, DeclaredSeriesExistAtZero) {
+  ServiceMetrics metrics("v", "c");
+  metrics.Declare({"Plan", "Sweep"}, {"slackswap"});
+  const Scraped s(metrics.Scrape());
+  EXPECT_EQ(s.at("slackswap_requests_total{code=\"OK\",method=\"Plan\"}"), 0);
+  EXPECT_EQ(s.at("slackswap_requests_total{code=\"UNAUTHENTICATED\","
+                 "method=\"Sweep\"}"),
+            0);
+  EXPECT_EQ(s.at("slackswap_rejected_requests_total{method=\"Sweep\",reason="
+                 "\"queue_full\"}"),
+            0);
+  EXPECT_EQ(s.at("slackswap_queue_wait_seconds_count{method=\"Plan\"}"), 0);
+  EXPECT_EQ(s.at("slackswap_request_duration_seconds_count{method=\"Sweep\"}"),
+            0);
+  EXPECT_EQ(s.at("slackswap_planner_seconds_count{policy=\"slackswap\"}"), 0);
 }
 
 TEST(ServiceMetricsTest, GraphOpsHistogram) {
@@ -239,7 +271,9 @@ TEST(ServiceMetricsTest, ConcurrentRecordingAndScraping) {
         metrics.RequestStarted();
         metrics.PolicyRun(policy, 0.001, 0.002, 0.9, i % 2 == 0);
         metrics.GraphOps(100 + i);
-        if (i % 10 == 0) metrics.Rejected(method);
+        if (i % 10 == 0) {
+          metrics.Rejected(method, ServiceMetrics::RejectReason::kQueueFull);
+        }
         metrics.RequestFinished(method, i % 5 == 0 ? "CANCELLED" : "OK", 0.01);
       }
     });

@@ -1,5 +1,7 @@
 #include "server/planner_service.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -14,11 +16,13 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "io/proto_file.h"
+#include "io/request_key.h"
 
 namespace slackswap {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using RejectReason = ServiceMetrics::RejectReason;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -80,23 +84,16 @@ void SetResponse(const std::string& bytes, grpc::ByteBuffer* out) {
   *out = grpc::ByteBuffer(&slice, 1);
 }
 
-// Requests up to this size are looked up in the cache on the gRPC thread.
-constexpr size_t kLookUpOnGrpcThreadBytes = 16 << 10;
+// A graph held in the store is charged this many times its canonical wire
+// size: the converted, indexed domain graph (measured 2 to 3 times on the
+// reference workloads and chains).
+constexpr int64_t kStoredBytesPerWireByte = 4;
 
-// Equal requests give equal keys (map entries in key order).
-std::string CacheKey(const v1::PlanRequest& req) {
-  std::string key;
-  SerializeDeterministic(req, &key);
-  return key;
-}
+// The most sweep messages computed but not yet written before the sweep
+// pauses: a client not reading stops costing planning.
+constexpr size_t kMaxUnsentSweepMessages = 8;
 
-v1::ServerInfoResponse ServerInfoFor(const PlanningCore& core,
-                                     const ServiceOptions& options) {
-  v1::ServerInfoResponse info = core.Info();
-  info.mutable_limits()->set_max_message_bytes(options.max_message_bytes);
-  info.mutable_limits()->set_max_request_seconds(options.max_request_s);
-  return info;
-}
+constexpr char kCacheHit[] = "cache=hit";
 
 }  // namespace
 
@@ -118,17 +115,92 @@ grpc::Status ToGrpcStatus(const absl::Status& s,
                       std::string(s.message()));
 }
 
+// One unary call from its arrival to its end: replied to once (from any
+// thread), then, once gRPC has sent the reply, its metrics and log line
+// record the whole call, reply sent included.
+class PlannerService::UnaryCall : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(PlannerService* service, const char* method,
+            grpc::CallbackServerContext* ctx)
+      : service_(service), method_(method), ctx_(ctx), start_(Clock::now()) {
+    service_->metrics_->RequestStarted();
+  }
+
+  // The memory reserved for this call, given back at the reply.
+  void Hold(int64_t bytes) { held_ = bytes; }
+  int64_t held() const { return held_; }
+
+  // Finishes the call. `detail` goes on its log line. Call exactly once.
+  void Reply(grpc::Status status, std::string detail) {
+    service_->held_.Release(held_);
+    status_ = status;
+    detail_ = std::move(detail);
+    replied_ = true;
+    Finish(std::move(status));
+  }
+  // Whether Reply was called (by the thread that called it).
+  bool replied() const { return replied_; }
+  grpc::CallbackServerContext* ctx() const { return ctx_; }
+
+  // The log line first: once the metrics count the call, its line is
+  // written.
+  void OnDone() override {
+    const double seconds = SecondsSince(start_);
+    const std::string code = CodeName(status_.error_code());
+    if (detail_ != kCacheHit || service_->SampleCacheHitLog()) {
+      std::string full = detail_;
+      if (!status_.ok()) {
+        absl::StrAppend(&full, full.empty() ? "" : " ",
+                        status_.error_message());
+      }
+      service_->log_->Request(method_, code, seconds * 1e3, ctx_->peer(), full);
+    }
+    service_->metrics_->RequestFinished(method_, code, seconds);
+    service_->metrics_->SetQueueDepth(service_->pool_.queue_depth());
+    service_->AfterLargeCall(held_);
+    delete this;
+  }
+
+ private:
+  PlannerService* const service_;
+  const char* const method_;
+  grpc::CallbackServerContext* const ctx_;
+  const Clock::time_point start_;
+  int64_t held_ = 0;
+  // Set by Reply, read by OnDone (which gRPC runs after Finish).
+  grpc::Status status_;
+  std::string detail_;
+  bool replied_ = false;
+};
+
+const std::vector<std::string>& PlannerService::MethodNames() {
+  static const auto* const names = new std::vector<std::string>{
+      "Plan",          "Sweep",       "Simulate",   "ListHardwareProfiles",
+      "ListWorkloads", "GetWorkload", "ServerInfo", "PutGraph"};
+  return *names;
+}
+
 PlannerService::PlannerService(const ServiceOptions& options,
                                ServiceMetrics* metrics, RequestLog* log)
     : options_(options),
       metrics_(metrics),
       log_(log),
       observer_(std::make_unique<MetricsObserver>(metrics)),
-      core_(options.limits, observer_.get()),
-      info_(ServerInfoFor(core_, options)),
+      graphs_(options.graph_store_bytes, absl::Seconds(options.graph_ttl_s)),
+      core_(options.limits, observer_.get(), &graphs_),
+      info_([&] {
+        v1::ServerInfoResponse info = core_.Info();
+        info.mutable_limits()->set_max_message_bytes(options.max_message_bytes);
+        info.mutable_limits()->set_max_request_seconds(options.max_request_s);
+        info.set_graph_store_bytes(options.graph_store_bytes);
+        info.set_graph_ttl_seconds(options.graph_ttl_s);
+        return info;
+      }()),
       held_(options.max_queued_bytes),
       cache_(options.cache_bytes),
-      pool_(options.threads, options.max_queue) {}
+      pool_(options.threads, options.max_queue) {
+  metrics_->Declare(MethodNames(), PolicyNames());
+}
 
 PlannerService::~PlannerService() { Shutdown(); }
 
@@ -140,6 +212,13 @@ Clock::time_point PlannerService::TimeLimit() const {
 }
 
 void PlannerService::Shutdown() { pool_.Shutdown(); }
+
+bool PlannerService::SampleCacheHitLog() {
+  const int every = options_.log_cache_hits_every;
+  if (every <= 0) return false;
+  return cache_hits_logged_.fetch_add(1, std::memory_order_relaxed) % every ==
+         0;
+}
 
 grpc::Status PlannerService::Authorize(grpc::CallbackServerContext* ctx) const {
   if (options_.auth_token.empty()) return grpc::Status::OK;
@@ -158,28 +237,15 @@ grpc::Status PlannerService::Authorize(grpc::CallbackServerContext* ctx) const {
                       "missing or wrong bearer token (authorization metadata)");
 }
 
-void PlannerService::Record(const char* method,
-                            grpc::CallbackServerContext* ctx,
-                            const grpc::Status& status, double seconds,
-                            const std::string& detail) {
-  const std::string code = CodeName(status.error_code());
-  metrics_->RequestFinished(method, code, seconds);
-  metrics_->SetQueueDepth(pool_.queue_depth());
-  std::string full = detail;
-  if (!status.ok()) {
-    absl::StrAppend(&full, full.empty() ? "" : " ", status.error_message());
+grpc::Status PlannerService::CheckAlive(
+    const char* method, grpc::CallbackServerContext* ctx) const {
+  if (ctx->deadline() > std::chrono::system_clock::now() &&
+      !ctx->IsCancelled()) {
+    return grpc::Status::OK;
   }
-  log_->Request(method, code, seconds * 1e3, ctx->peer(), full);
-}
-
-grpc::Status PlannerService::AfterSubmit(const char* method, bool queued) {
-  metrics_->SetQueueDepth(pool_.queue_depth());
-  if (queued) return grpc::Status::OK;
-  metrics_->Rejected(method);
-  return grpc::Status(
-      grpc::StatusCode::RESOURCE_EXHAUSTED,
-      absl::StrCat("the work queue is full (", options_.max_queue,
-                   " waiting, --max_queue); retry later"));
+  metrics_->Rejected(method, RejectReason::kDeadline);
+  return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      "the call's deadline passed before any work");
 }
 
 int64_t PlannerService::HeldBytes(const grpc::ByteBuffer& raw) {
@@ -194,7 +260,7 @@ int64_t PlannerService::HeldBytes(const grpc::ByteBuffer& raw) {
 
 grpc::Status PlannerService::ReserveHeld(const char* method, int64_t bytes) {
   if (held_.TryReserve(bytes)) return grpc::Status::OK;
-  metrics_->Rejected(method);
+  metrics_->Rejected(method, RejectReason::kMemory);
   const int64_t capacity = held_.capacity_bytes();
   if (bytes > capacity) {
     return grpc::Status(
@@ -213,121 +279,166 @@ grpc::Status PlannerService::ReserveHeld(const char* method, int64_t bytes) {
                    FormatBytes(capacity), " (--max_queued_mb); retry later"));
 }
 
-grpc::ServerUnaryReactor* PlannerService::RunUnary(
+grpc::Status PlannerService::Submit(const char* method,
+                                    std::function<void()> task) {
+  const Clock::time_point queued = Clock::now();
+  const bool accepted =
+      pool_.TrySubmit([this, method, queued, task = std::move(task)] {
+        metrics_->QueueWait(method, SecondsSince(queued));
+        task();
+      });
+  metrics_->SetQueueDepth(pool_.queue_depth());
+  if (accepted) return grpc::Status::OK;
+  metrics_->Rejected(method, RejectReason::kQueueFull);
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("the work queue is full (", options_.max_queue,
+                   " waiting, --max_queue); retry later"));
+}
+
+void PlannerService::AfterLargeCall(int64_t held_bytes) const {
+  if (options_.trim_after_bytes > 0 &&
+      held_bytes >= options_.trim_after_bytes) {
+    malloc_trim(0);
+  }
+}
+
+PlannerService::UnaryCall* PlannerService::Admit(
     const char* method, grpc::CallbackServerContext* ctx,
-    const grpc::ByteBuffer& raw, const std::function<absl::Status()>& parse,
-    std::function<absl::Status(const StopFn&, std::string* detail)> work,
-    std::function<bool(std::string* detail)> answer_now) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const Clock::time_point start = Clock::now();
-  metrics_->RequestStarted();
-  // Held while the call waits and plans; given back as it finishes.
-  auto held = std::make_shared<int64_t>(0);
-  auto finish = [this, method, ctx, reactor, start, held](
-                    grpc::Status status, const std::string& detail) {
-    held_.Release(*held);
-    Record(method, ctx, status, SecondsSince(start), detail);
-    reactor->Finish(std::move(status));
-  };
+    const grpc::ByteBuffer& raw, const std::function<absl::Status()>& parse) {
+  auto* call = new UnaryCall(this, method, ctx);
   if (grpc::Status auth = Authorize(ctx); !auth.ok()) {
-    finish(std::move(auth), "");
-    return reactor;
+    call->Reply(std::move(auth), "");
+    return call;
+  }
+  if (grpc::Status alive = CheckAlive(method, ctx); !alive.ok()) {
+    call->Reply(std::move(alive), "");
+    return call;
   }
   const int64_t bytes = HeldBytes(raw);
   if (grpc::Status refused = ReserveHeld(method, bytes); !refused.ok()) {
-    finish(std::move(refused), "");
-    return reactor;
+    call->Reply(std::move(refused), "");
+    return call;
   }
-  *held = bytes;
+  call->Hold(bytes);
   if (absl::Status parsed = parse(); !parsed.ok()) {
-    finish(ToGrpcStatus(parsed, ctx), "unparsable request");
-    return reactor;
+    call->Reply(ToGrpcStatus(parsed, ctx), "unparsable request");
   }
-  // What the quick answer learned (a cache miss) goes on the log line too.
-  std::string early_detail;
-  if (answer_now && answer_now(&early_detail)) {
-    finish(grpc::Status::OK, early_detail);
-    return reactor;
+  return call;
+}
+
+template <typename Request, typename Respond>
+grpc::ServerUnaryReactor* PlannerService::Answer(
+    const char* method, grpc::CallbackServerContext* ctx,
+    const grpc::ByteBuffer* raw, grpc::ByteBuffer* resp, Respond respond,
+    bool on_grpc_thread) {
+  auto req = std::make_shared<Request>();
+  UnaryCall* call = Admit(method, ctx, *raw,
+                          [raw, req] { return ParseRequest(*raw, req.get()); });
+  if (call->replied()) return call;
+  if (on_grpc_thread) {
+    auto out = respond(*req, StopFn{});
+    if (out.ok()) SetResponse(*out, resp);
+    call->Reply(ToGrpcStatus(out.status(), ctx), "");
+    return call;
   }
   const Clock::time_point limit = TimeLimit();
-  const bool queued =
-      pool_.TrySubmit([ctx, limit, work = std::move(work), finish,
-                       detail = std::move(early_detail)]() mutable {
-        // A call that waited past its deadline or was cancelled in the queue
-        // costs no planning.
+  grpc::Status queued =
+      Submit(method, [this, method, call, ctx, req, resp, limit, respond] {
+        // A call that waited past its deadline or was cancelled in the
+        // queue costs no planning.
         const StopFn stop = [ctx, limit] {
           return ctx->IsCancelled() || Clock::now() >= limit;
         };
-        absl::Status s = stop() ? absl::CancelledError("cancelled while queued")
-                                : work(stop, &detail);
-        finish(ToGrpcStatus(s, ctx, limit), detail);
+        if (stop()) {
+          metrics_->Rejected(method, RejectReason::kDeadline);
+          call->Reply(ToGrpcStatus(absl::CancelledError("cancelled while "
+                                                        "queued"),
+                                   ctx, limit),
+                      "");
+          return;
+        }
+        auto out = respond(*req, stop);
+        if (out.ok()) SetResponse(*out, resp);
+        call->Reply(ToGrpcStatus(out.status(), ctx, limit), "");
       });
-  if (grpc::Status rejected = AfterSubmit(method, queued); !rejected.ok()) {
-    finish(std::move(rejected), "");
-  }
-  return reactor;
+  if (!queued.ok()) call->Reply(std::move(queued), "");
+  return call;
 }
 
 grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
                                                const grpc::ByteBuffer* raw,
                                                grpc::ByteBuffer* resp) {
   auto req = std::make_shared<v1::PlanRequest>();
-  // Schedulers ask the same question again and again: the deterministic
-  // serialization of the request is the key, and the cache holds the answer
-  // as a hit is served (cache_hit set, no server time), in bytes. Small
-  // requests (built-in workloads) are looked up on the gRPC thread, so a hit
-  // does not wait behind planning calls in the queue; large inline graphs
-  // are keyed on the worker. The key is made once, by whichever looks up.
-  auto key = std::make_shared<std::string>();
-  auto answer_from_cache = [this, req, resp, key](std::string* detail) {
-    *key = CacheKey(*req);
-    std::optional<std::string> hit = cache_.Lookup(*key);
-    if (!hit.has_value()) {
-      metrics_->CacheMiss();
-      *detail = "cache=miss";
-      return false;
-    }
-    metrics_->CacheHit();
-    *detail = "cache=hit";
-    SetResponse(*hit, resp);
-    return true;
-  };
+  UnaryCall* call = Admit("Plan", ctx, *raw,
+                          [raw, req] { return ParseRequest(*raw, req.get()); });
+  if (call->replied()) return call;
+  // Schedulers ask the same question again and again: the digest of the
+  // request's canonical form is the key, made here whatever the request's
+  // size, so that a hit never waits behind planning calls in the queue.
+  auto key = std::make_shared<std::string>(PlanRequestKey(*req));
   const bool cached = cache_.capacity_bytes() > 0;
-  const bool small = raw->Length() <= kLookUpOnGrpcThreadBytes;
-  return RunUnary(
-      "Plan", ctx, *raw, [raw, req] { return ParseRequest(*raw, req.get()); },
-      [this, req, resp, cached, small, key, answer_from_cache](
-          const StopFn& stop, std::string* detail) {
-        if (cached && !small && answer_from_cache(detail)) {
-          return absl::OkStatus();
-        }
-        absl::StatusOr<v1::PlanResponse> out = core_.PlanStep(*req, stop);
-        if (!out.ok()) return out.status();
-        SetResponse(*out, resp);
-        if (cached) {
-          out->set_cache_hit(true);
-          out->set_server_seconds(0);
-          cache_.Insert(std::move(*key), out->SerializeAsString());
-        }
-        return absl::OkStatus();
-      },
-      cached && small ? std::function<bool(std::string*)>(answer_from_cache)
-                      : nullptr);
-}
-
-template <typename Request, typename Respond>
-grpc::ServerUnaryReactor* PlannerService::Answer(
-    const char* method, grpc::CallbackServerContext* ctx,
-    const grpc::ByteBuffer* raw, grpc::ByteBuffer* resp, Respond respond) {
-  auto req = std::make_shared<Request>();
-  return RunUnary(
-      method, ctx, *raw, [raw, req] { return ParseRequest(*raw, req.get()); },
-      [req, resp, respond](const StopFn& stop, std::string*) -> absl::Status {
-        auto out = respond(*req, stop);
-        if (!out.ok()) return out.status();
-        SetResponse(*out, resp);
-        return absl::OkStatus();
-      });
+  if (cached) {
+    if (std::optional<std::string> hit = cache_.Lookup(*key)) {
+      metrics_->CacheHit();
+      SetResponse(*hit, resp);
+      call->Reply(grpc::Status::OK, kCacheHit);
+      return call;
+    }
+    metrics_->CacheMiss();
+  }
+  // Identical requests in flight share one planning.
+  const Clock::time_point limit = TimeLimit();
+  auto reply = [call, ctx, resp, limit](const char* detail) {
+    return [call, ctx, resp, limit, detail](const absl::Status& s,
+                                            const std::string& bytes) {
+      if (s.ok()) SetResponse(bytes, resp);
+      call->Reply(ToGrpcStatus(s, ctx, limit), detail);
+    };
+  };
+  const bool leads = flights_.Join(*key, {[ctx] { return ctx->IsCancelled(); },
+                                          reply(cached ? "cache=miss" : "")});
+  if (!leads) {
+    metrics_->Coalesced();
+    // Replaced: this call's reply is the flight's.
+    return call;
+  }
+  grpc::Status queued = Submit("Plan", [this, req, key, limit, cached] {
+    // The planning stops when every caller waiting for it has gone.
+    const StopFn stop = [this, key, limit] {
+      return flights_.AllGone(*key) || Clock::now() >= limit;
+    };
+    if (stop()) {
+      metrics_->Rejected("Plan", RejectReason::kDeadline);
+      flights_.Finish(*key, absl::CancelledError("cancelled while queued"), "",
+                      "");
+      return;
+    }
+    absl::StatusOr<v1::PlanResponse> out = core_.PlanStep(*req, stop);
+    if (!out.ok()) {
+      flights_.Finish(*key, out.status(), "", "");
+      return;
+    }
+    const std::string bytes = out->SerializeAsString();
+    out->set_coalesced(true);
+    const std::string shared = out->SerializeAsString();
+    if (cached) {
+      // Stored as a hit is served: no server time, no coalescing.
+      out->set_coalesced(false);
+      out->set_cache_hit(true);
+      out->set_server_seconds(0);
+      cache_.Insert(*key, out->SerializeAsString());
+    }
+    flights_.Finish(*key, absl::OkStatus(), bytes, shared);
+  });
+  if (!queued.ok()) {
+    flights_.Finish(
+        *key,
+        absl::Status(static_cast<absl::StatusCode>(queued.error_code()),
+                     queued.error_message()),
+        "", "");
+  }
+  return call;
 }
 
 grpc::ServerUnaryReactor* PlannerService::Simulate(
@@ -374,24 +485,50 @@ grpc::ServerUnaryReactor* PlannerService::GetWorkload(
 grpc::ServerUnaryReactor* PlannerService::ServerInfo(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {
-  auto req = std::make_shared<v1::ServerInfoRequest>();
   // Fixed at start-up: answered on the gRPC thread.
-  return RunUnary(
-      "ServerInfo", ctx, *raw,
-      [raw, req] { return ParseRequest(*raw, req.get()); },
-      [this, resp](const StopFn&, std::string*) {
-        SetResponse(info_, resp);
-        return absl::OkStatus();
+  return Answer<v1::ServerInfoRequest>(
+      "ServerInfo", ctx, raw, resp,
+      [this](const v1::ServerInfoRequest&, const StopFn&) {
+        return absl::StatusOr<v1::ServerInfoResponse>(info_);
       },
-      [this, resp](std::string*) {
-        SetResponse(info_, resp);
-        return true;
+      /*on_grpc_thread=*/true);
+}
+
+grpc::ServerUnaryReactor* PlannerService::PutGraph(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* resp) {
+  return Answer<v1::PutGraphRequest>(
+      "PutGraph", ctx, raw, resp,
+      [this](v1::PutGraphRequest& req,
+             const StopFn& stop) -> absl::StatusOr<v1::PutGraphResponse> {
+        v1::OperatorGraph& pb = *req.mutable_graph();
+        int64_t canonical_bytes = 0;
+        v1::PutGraphResponse out;
+        out.set_graph_sha256(GraphDigest(pb, &canonical_bytes));
+        out.set_graph_bytes(canonical_bytes);
+        out.set_ttl_seconds(options_.graph_ttl_s);
+        const int64_t charge = kStoredBytesPerWireByte * canonical_bytes;
+        if (charge > graphs_.capacity_bytes()) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "graph: it would take an estimated ", FormatBytes(charge),
+              " in the graph store, which holds ",
+              FormatBytes(graphs_.capacity_bytes()),
+              " (--graph_store_mb); send it inline instead"));
+        }
+        absl::StatusOr<Graph> graph = core_.PrepareGraph(pb, stop);
+        if (!graph.ok()) return graph.status();
+        graphs_.Put(out.graph_sha256(),
+                    std::make_shared<const Graph>(*std::move(graph)), charge);
+        return out;
       });
 }
 
-// Streams sweep points as the worker computes them. The worker queues
-// messages; one write is in flight at a time; the call finishes once the
-// worker is done and every queued message is written.
+// Streams sweep points as they are computed, one unit of the sweep per task
+// on the pool: after each unit the next one queues at the back (other calls
+// take their turn), and when kMaxUnsentSweepMessages messages wait to be
+// written (the client is not reading), the sweep pauses until writes drain.
+// One write is in flight at a time; the call finishes once the sweep is done
+// and every queued message is written.
 class PlannerService::SweepReactor
     : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
@@ -400,10 +537,16 @@ class PlannerService::SweepReactor
       : service_(service),
         ctx_(ctx),
         start_(Clock::now()),
-        limit_(service->TimeLimit()) {
+        limit_(service->TimeLimit()),
+        stop_(
+            [this] { return ctx_->IsCancelled() || Clock::now() >= limit_; }) {
     service_->metrics_->RequestStarted();
     if (grpc::Status auth = service_->Authorize(ctx); !auth.ok()) {
       Done(std::move(auth));
+      return;
+    }
+    if (grpc::Status alive = service_->CheckAlive("Sweep", ctx); !alive.ok()) {
+      Done(std::move(alive));
       return;
     }
     const int64_t bytes = HeldBytes(*raw);
@@ -417,42 +560,111 @@ class PlannerService::SweepReactor
       Done(ToGrpcStatus(parsed, ctx));
       return;
     }
-    const bool queued = service_->pool_.TrySubmit([this] { Work(); });
-    if (grpc::Status rejected = service_->AfterSubmit("Sweep", queued);
-        !rejected.ok()) {
-      Done(std::move(rejected));
-    }
+    grpc::Status queued = service_->Submit("Sweep", [this] { Start(); });
+    if (!queued.ok()) Done(std::move(queued));
   }
 
   void OnWriteDone(bool ok) override {
+    bool resume = false;
     {
       MutexLock lock(&mu_);
       writing_ = false;
       if (!ok) client_gone_ = true;
+      if (paused_ && pending_.size() < kMaxUnsentSweepMessages) {
+        paused_ = false;
+        resume = true;
+      }
     }
+    if (resume) Continue();
     Pump();
   }
 
-  void OnDone() override { delete this; }
+  // A paused sweep has nothing queued: the cancellation resumes it, and it
+  // then stops.
+  void OnCancel() override {
+    bool resume = false;
+    {
+      MutexLock lock(&mu_);
+      client_gone_ = true;
+      resume = paused_;
+      paused_ = false;
+    }
+    if (resume) Continue();
+  }
+
+  void OnDone() override {
+    grpc::Status status;
+    {
+      MutexLock lock(&mu_);
+      status = status_;
+    }
+    const double seconds = SecondsSince(start_);
+    const std::string code = CodeName(status.error_code());
+    service_->log_->Request(
+        "Sweep", code, seconds * 1e3, ctx_->peer(),
+        status.ok() ? std::string() : std::string(status.error_message()));
+    service_->metrics_->RequestFinished("Sweep", code, seconds);
+    service_->metrics_->SetQueueDepth(service_->pool_.queue_depth());
+    service_->AfterLargeCall(held_);
+    delete this;
+  }
 
  private:
-  void Work() {
-    const StopFn stop = [this] {
-      return ctx_->IsCancelled() || Clock::now() >= limit_;
-    };
-    absl::Status s = service_->core_.SweepBudgets(
-        req_, stop, [this](const v1::SweepResponse& msg) {
-          grpc::ByteBuffer bytes;
-          SetResponse(msg, &bytes);
-          {
-            MutexLock lock(&mu_);
-            if (client_gone_) return false;
-            pending_.push_back(std::move(bytes));
-          }
-          Pump();
-          return true;
-        });
-    Done(ToGrpcStatus(s, ctx_, limit_));
+  // On a worker: validates and admits the sweep, then runs its first unit.
+  void Start() {
+    if (stop_()) {
+      service_->metrics_->Rejected("Sweep", RejectReason::kDeadline);
+      Done(ToGrpcStatus(absl::CancelledError("cancelled while queued"), ctx_,
+                        limit_));
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<SweepRun>> run =
+        service_->core_.StartSweep(req_, stop_);
+    if (!run.ok()) {
+      Done(ToGrpcStatus(run.status(), ctx_, limit_));
+      return;
+    }
+    run_ = *std::move(run);
+    RunUnit();
+  }
+
+  // On a worker: one unit of the sweep, then the next queued, or a pause.
+  void RunUnit() {
+    if (stop_()) {
+      Done(ToGrpcStatus(absl::CancelledError("stopped"), ctx_, limit_));
+      return;
+    }
+    absl::Status s = run_->Next([this](const v1::SweepResponse& msg) {
+      grpc::ByteBuffer bytes;
+      SetResponse(msg, &bytes);
+      {
+        MutexLock lock(&mu_);
+        if (client_gone_) return false;
+        pending_.push_back(std::move(bytes));
+      }
+      Pump();
+      return true;
+    });
+    if (!s.ok() || run_->Done()) {
+      Done(ToGrpcStatus(s, ctx_, limit_));
+      return;
+    }
+    {
+      MutexLock lock(&mu_);
+      if (pending_.size() >= kMaxUnsentSweepMessages) {
+        paused_ = true;  // OnWriteDone or OnCancel resumes
+        return;
+      }
+    }
+    Continue();
+  }
+
+  // Queues the next unit at the back of the pool.
+  void Continue() {
+    if (!service_->pool_.Continue([this] { RunUnit(); })) {
+      Done(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the server is shutting down"));
+    }
   }
 
   // Records the outcome and lets Pump finish once the queue is written.
@@ -460,7 +672,7 @@ class PlannerService::SweepReactor
   // Pump may finish the call, and OnDone deletes this.
   void Done(grpc::Status status) {
     service_->held_.Release(held_);
-    service_->Record("Sweep", ctx_, status, SecondsSince(start_), "");
+    run_.reset();  // the sweep's memory goes now, not when the call ends
     Pump(std::move(status));
   }
 
@@ -503,15 +715,18 @@ class PlannerService::SweepReactor
   grpc::CallbackServerContext* const ctx_;
   const Clock::time_point start_;
   const Clock::time_point limit_;
-  // Set in the constructor, read by the worker.
+  const StopFn stop_;
+  // Set in the constructor, then used by one task at a time.
   v1::SweepRequest req_;
   int64_t held_ = 0;
+  std::unique_ptr<SweepRun> run_;
 
   Mutex mu_;
   std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer current_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);

@@ -1,9 +1,10 @@
 // The slackswap.v1.Planner gRPC service on the callback API: handlers are
-// thin. Each call is checked (auth), its request parsed, answered from the
-// plan cache when it can be, or queued on the fixed worker pool, which runs
-// the planning core; gRPC's threads never plan. A full queue answers
-// RESOURCE_EXHAUSTED at once. Cancellation and deadlines reach the planner's
-// and simulator's loops through the core's stop function.
+// thin. Each call is checked (auth, a deadline already passed), its
+// request parsed, answered from the plan cache when it can be, or queued on
+// the fixed worker pool, which runs the planning core; gRPC's threads never
+// plan. A full queue answers RESOURCE_EXHAUSTED at once. Cancellation and
+// deadlines reach the planner's and simulator's loops through the core's
+// stop function.
 //
 // Every method is registered raw (bytes in, bytes out): the service parses
 // each request itself, so bytes that are not the method's request message
@@ -11,8 +12,15 @@
 // (gRPC's own parser would answer a bare UNIMPLEMENTED, before any handler
 // runs), and cached answers go out as the stored bytes.
 //
+// Plan requests are keyed by a digest of their canonical form
+// (io/request_key.h) on the gRPC thread, whatever their size: a cache hit
+// never waits for a worker, and identical requests in flight share one
+// planning (single flight). Graphs stored with PutGraph are named by digest.
+// A sweep runs one unit at a time (core SweepRun), each unit a task at the
+// back of the queue, and pauses while the client is not reading.
+//
 //   ServiceMetrics metrics("0.1.0", "abc1234");
-//   PlannerService service(ServiceOptions{}, &metrics);
+//   PlannerService service(ServiceOptions{}, &metrics, &log);
 //   builder.RegisterService(&service);
 //   ...
 //   server->Shutdown(deadline);   // in-flight calls finish first
@@ -20,19 +28,23 @@
 #ifndef SLACKSWAP_SERVER_PLANNER_SERVICE_H_
 #define SLACKSWAP_SERVER_PLANNER_SERVICE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/planning_core.h"
 #include "grpcpp/grpcpp.h"
+#include "server/graph_store.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/plan_cache.h"
 #include "server/request_log.h"
+#include "server/single_flight.h"
 #include "server/work_queue.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 
@@ -52,6 +64,15 @@ struct ServiceOptions {
   // planned): a call that would go beyond is refused with
   // RESOURCE_EXHAUSTED. 0: no limit.
   int64_t max_queued_bytes = 0;
+  // The graph store (PutGraph): bytes it may hold, and how long an unused
+  // graph stays.
+  int64_t graph_store_bytes = 64 << 20;
+  double graph_ttl_s = 3600;
+  // Log one cache hit in this many (0: none); every other call is logged.
+  int log_cache_hits_every = 100;
+  // After a call that held at least this much, give freed memory back to
+  // the system (malloc_trim); 0: never.
+  int64_t trim_after_bytes = 64 << 20;
   CoreLimits limits;
 };
 
@@ -63,7 +84,8 @@ using RawPlannerService = v1::Planner::WithRawCallbackMethod_Plan<
                 v1::Planner::WithRawCallbackMethod_ListWorkloads<
                     v1::Planner::WithRawCallbackMethod_GetWorkload<
                         v1::Planner::WithRawCallbackMethod_ServerInfo<
-                            v1::Planner::Service>>>>>>>;
+                            v1::Planner::WithRawCallbackMethod_PutGraph<
+                                v1::Planner::Service>>>>>>>>;
 
 class PlannerService final : public RawPlannerService {
  public:
@@ -92,25 +114,30 @@ class PlannerService final : public RawPlannerService {
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* ctx,
                                        const grpc::ByteBuffer* req,
                                        grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* PutGraph(grpc::CallbackServerContext* ctx,
+                                     const grpc::ByteBuffer* req,
+                                     grpc::ByteBuffer* resp) override;
+
+  // The methods, as metrics and logs name them.
+  static const std::vector<std::string>& MethodNames();
 
   // Drains the worker pool. REQUIRES: the gRPC server is shut down.
   void Shutdown();
 
  private:
+  class UnaryCall;
   class SweepReactor;
+  friend class UnaryCall;
   friend class SweepReactor;
 
-  // A finished call: metrics and one log line.
-  void Record(const char* method, grpc::CallbackServerContext* ctx,
-              const grpc::Status& status, double seconds,
-              const std::string& detail);
   // When the server's own time limit for a call that starts now ends.
   std::chrono::steady_clock::time_point TimeLimit() const;
   // UNAUTHENTICATED unless the call carries the token (when one is set).
   grpc::Status Authorize(grpc::CallbackServerContext* ctx) const;
-  // Updates the queue depth after a TrySubmit; when it was refused (the
-  // queue is full), counts the rejection and returns RESOURCE_EXHAUSTED.
-  grpc::Status AfterSubmit(const char* method, bool queued);
+  // DEADLINE_EXCEEDED, counted as a rejection, when the call's deadline has
+  // passed or it was cancelled before any work.
+  grpc::Status CheckAlive(const char* method,
+                          grpc::CallbackServerContext* ctx) const;
   // The estimated memory a call holds while it waits and plans: its parsed
   // request, from the raw size.
   static int64_t HeldBytes(const grpc::ByteBuffer& raw);
@@ -118,36 +145,46 @@ class PlannerService final : public RawPlannerService {
   // returns RESOURCE_EXHAUSTED saying whether the request is too large for
   // this server or the server is busy.
   grpc::Status ReserveHeld(const char* method, int64_t bytes);
-  // Checks auth, reserves the call's held memory, then parses the request
-  // with `parse` (INVALID_ARGUMENT finishes the call); then runs `work` on
-  // the pool and finishes the call with its status. If `answer_now` (run on
-  // the gRPC thread after parsing) returns true, the call is answered OK at
-  // once instead.
-  grpc::ServerUnaryReactor* RunUnary(
-      const char* method, grpc::CallbackServerContext* ctx,
-      const grpc::ByteBuffer& raw, const std::function<absl::Status()>& parse,
-      std::function<absl::Status(const StopFn&, std::string* detail)> work,
-      std::function<bool(std::string* detail)> answer_now = nullptr);
+  // Queues `task` on the pool, timing its wait; on a full queue counts the
+  // rejection and returns RESOURCE_EXHAUSTED.
+  grpc::Status Submit(const char* method, std::function<void()> task);
+  // After a call that held `held_bytes`: gives freed memory back to the
+  // system when that was large (options_.trim_after_bytes).
+  void AfterLargeCall(int64_t held_bytes) const;
+  // Whether this cache hit gets a log line (one in
+  // options_.log_cache_hits_every).
+  bool SampleCacheHitLog();
 
-  // RunUnary for a method whose answer `respond(request, stop)` (an
-  // absl::StatusOr of the response message) computes on a worker.
+  // A unary call admitted: authorized, alive, its memory reserved and its
+  // request parsed by `parse`; or null when it was answered already (with
+  // the error).
+  UnaryCall* Admit(const char* method, grpc::CallbackServerContext* ctx,
+                   const grpc::ByteBuffer& raw,
+                   const std::function<absl::Status()>& parse);
+  // Admit, then `respond(stop)` on a worker (or on the gRPC thread when
+  // `on_grpc_thread`), its absl::StatusOr<Message> serialized into `resp`.
   template <typename Request, typename Respond>
   grpc::ServerUnaryReactor* Answer(const char* method,
                                    grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* raw,
-                                   grpc::ByteBuffer* resp, Respond respond);
+                                   grpc::ByteBuffer* resp, Respond respond,
+                                   bool on_grpc_thread = false);
 
   // Immutable after construction.
   const ServiceOptions options_;
   ServiceMetrics* const metrics_;
   RequestLog* const log_;
   const std::unique_ptr<CoreObserver> observer_;
+  // Thread-safe by themselves.
+  GraphStore graphs_;
   const PlanningCore core_;
   const v1::ServerInfoResponse info_;
-  // Thread-safe by themselves.
   MemoryBudget held_;
   PlanCache cache_;
+  SingleFlight flights_;
   WorkQueue pool_;
+  // Cache hits answered, for sampling their log lines.
+  std::atomic<int64_t> cache_hits_logged_{0};
 };
 
 // absl and gRPC share status codes; DEADLINE_EXCEEDED replaces CANCELLED

@@ -53,6 +53,17 @@ ABSL_FLAG(int64_t, max_queued_mb, 192,
           "Estimated memory of the requests held (waiting or planning, about "
           "12 x their size) beyond which calls are refused with "
           "RESOURCE_EXHAUSTED, MiB.");
+ABSL_FLAG(int64_t, graph_store_mb, 64,
+          "Graphs stored with PutGraph, at most this many MiB (estimated); "
+          "0 disables the store.");
+ABSL_FLAG(double, graph_ttl_s, 3600,
+          "A stored graph unused for this long expires.");
+ABSL_FLAG(int32_t, log_cache_hits_every, 100,
+          "Log one plan cache hit in this many (0: none); every other call "
+          "is logged.");
+ABSL_FLAG(int64_t, trim_after_mb, 64,
+          "After a call that held at least this many MiB, return freed "
+          "memory to the system (malloc_trim); 0: never.");
 ABSL_FLAG(int64_t, max_graph_ops, 1'000'000, "Largest graph, in ops.");
 ABSL_FLAG(int64_t, max_graph_tensors, 2'000'000, "Largest graph, in tensors.");
 ABSL_FLAG(double, max_request_s, 120,
@@ -142,6 +153,17 @@ absl::Status CheckFlagRanges() {
            Range{"max_queued_mb",
                  static_cast<double>(absl::GetFlag(FLAGS_max_queued_mb)), 1,
                  1 << 20},
+           Range{"graph_store_mb",
+                 static_cast<double>(absl::GetFlag(FLAGS_graph_store_mb)), 0,
+                 1 << 20},
+           Range{"graph_ttl_s", absl::GetFlag(FLAGS_graph_ttl_s), 1,
+                 86'400 * 30},
+           Range{"log_cache_hits_every",
+                 static_cast<double>(absl::GetFlag(FLAGS_log_cache_hits_every)),
+                 0, 1e9},
+           Range{"trim_after_mb",
+                 static_cast<double>(absl::GetFlag(FLAGS_trim_after_mb)), 0,
+                 1 << 20},
            Range{"max_graph_ops",
                  static_cast<double>(absl::GetFlag(FLAGS_max_graph_ops)), 1,
                  1e8},
@@ -209,6 +231,10 @@ int Run() {
   options.max_queued_bytes = absl::GetFlag(FLAGS_max_queued_mb) << 20;
   options.max_message_bytes =
       static_cast<int64_t>(absl::GetFlag(FLAGS_max_message_mb)) << 20;
+  options.graph_store_bytes = absl::GetFlag(FLAGS_graph_store_mb) << 20;
+  options.graph_ttl_s = absl::GetFlag(FLAGS_graph_ttl_s);
+  options.log_cache_hits_every = absl::GetFlag(FLAGS_log_cache_hits_every);
+  options.trim_after_bytes = absl::GetFlag(FLAGS_trim_after_mb) << 20;
   const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (!token_file.empty()) {
     absl::StatusOr<std::string> token = ReadFile(token_file);

@@ -28,6 +28,14 @@ bool WorkQueue::TrySubmit(std::function<void()> task) {
   return true;
 }
 
+bool WorkQueue::Continue(std::function<void()> task) {
+  assert(task);
+  MutexLock lock(&mu_);
+  if (stopping_) return false;
+  queue_.push_back(std::move(task));
+  return true;
+}
+
 void WorkQueue::Shutdown() {
   {
     MutexLock lock(&mu_);

@@ -46,6 +46,11 @@ class WorkQueue {
   // max_queue tasks are already waiting or Shutdown has been called.
   // REQUIRES: task is non-empty.
   bool TrySubmit(std::function<void()> task);
+  // Queues the next part of work already admitted (a sweep's next unit) at
+  // the back, whatever the queue's length, so that it takes its turn after
+  // what arrived meanwhile; false, without keeping `task`, only after
+  // Shutdown. REQUIRES: task is non-empty.
+  bool Continue(std::function<void()> task);
 
   // Stops accepting tasks (TrySubmit returns false from now on), runs every
   // task already queued to completion, and joins the worker threads.

@@ -123,6 +123,35 @@ TEST(WorkQueueTest, RejectsWhenFullAndAcceptsAfterDraining) {
   EXPECT_FALSE(rejected_ran);
 }
 
+// Continuations of admitted work queue behind what arrived meanwhile, even
+// past max_queue; only a shut-down queue refuses them.
+TEST(WorkQueueTest, ContinuationsGoToTheBackWhateverTheLength) {
+  WorkQueue queue(/*threads=*/1, /*max_queue=*/1);
+  Notification release;
+  Notification running;
+  ASSERT_TRUE(queue.TrySubmit([&] {
+    running.Notify();
+    release.WaitForNotification();
+  }));
+  running.WaitForNotification();
+  std::vector<int> order;
+  Mutex mu;
+  auto record = [&](int i) {
+    return [&, i] {
+      MutexLock lock(&mu);
+      order.push_back(i);
+    };
+  };
+  ASSERT_TRUE(queue.TrySubmit(record(1)));
+  EXPECT_FALSE(queue.TrySubmit(record(99)));  // full for new work
+  EXPECT_TRUE(queue.Continue(record(2)));     // but not for continuations
+  EXPECT_EQ(queue.queue_depth(), 2);
+  release.Notify();
+  queue.Shutdown();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_FALSE(queue.Continue(record(3)));
+}
+
 TEST(WorkQueueTest, ShutdownRunsQueuedTasksThenRejects) {
   constexpr int kQueued = 5;
   // A large bound, so that TrySubmit only fails once Shutdown has begun.

@@ -40,6 +40,7 @@
 #include "model/hardware.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
+#include "planner/version.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 #include "tests/service_test_util.h"
 #include "tests/slackswapd_process.h"
@@ -56,6 +57,7 @@ using ::grpc::health::v1::HealthCheckRequest;
 using ::grpc::health::v1::HealthCheckResponse;
 using ::slackswap::testing::AwaitMetric;
 using ::slackswap::testing::CommandResult;
+using ::slackswap::testing::ConcurrentPlans;
 using ::slackswap::testing::Connect;
 using ::slackswap::testing::FindOnPath;
 using ::slackswap::testing::Gpt2Plan;
@@ -68,6 +70,7 @@ using ::slackswap::testing::MetricValue;
 using ::slackswap::testing::ParseMetrics;
 using ::slackswap::testing::RunCommand;
 using ::slackswap::testing::Scrape;
+using ::slackswap::testing::ScrapeWhenIdle;
 using ::slackswap::testing::SetDeadline;
 using ::slackswap::testing::SlackswapdProcess;
 using ::slackswap::testing::SteadyClock;
@@ -122,35 +125,6 @@ int CountRequestLines(const SlackswapdProcess& server,
 
 double MillisBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// Starts one Plan call per request at once, on the callback API, and waits
-// for all of them (bounded by their deadlines); returns each call's status.
-std::vector<grpc::Status> ConcurrentPlans(
-    v1::Planner::Stub& stub, const std::vector<v1::PlanRequest>& reqs,
-    std::vector<v1::PlanResponse>* responses = nullptr) {
-  const size_t n = reqs.size();
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<v1::PlanResponse> resps(n);
-  std::vector<grpc::Status> statuses(n);
-  absl::Mutex mu;
-  size_t done = 0;
-  for (size_t i = 0; i < n; ++i) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    SetDeadline(*contexts.back());
-    stub.async()->Plan(contexts.back().get(), &reqs[i], &resps[i],
-                       [&, i](grpc::Status s) {
-                         absl::MutexLock lock(&mu);
-                         statuses[i] = std::move(s);
-                         ++done;
-                       });
-  }
-  absl::MutexLock lock(&mu);
-  auto all_done = [&] { return done == n; };
-  // Each call has its own deadline, so this always ends.
-  mu.Await(absl::Condition(&all_done));
-  if (responses != nullptr) *responses = std::move(resps);
-  return statuses;
 }
 
 // --- health -----------------------------------------------------------------
@@ -295,7 +269,7 @@ TEST(ServerPlanTest, SecondIdenticalPlanIsACacheHit) {
   }
   EXPECT_FALSE(third.cache_hit());
 
-  const std::string scrape = Scrape(server);
+  const std::string scrape = ScrapeWhenIdle(server);
   EXPECT_EQ(MetricValue(scrape, "slackswap_cache_hits_total"), 1) << scrape;
   EXPECT_EQ(MetricValue(scrape, "slackswap_cache_misses_total"), 2) << scrape;
   EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
@@ -455,11 +429,13 @@ TEST(ServerSweepTest, StreamsEachPointAsItIsComputed) {
   }
   EXPECT_EQ(points, kBudgets * kPolicies);
   EXPECT_EQ(targets, kPolicies);
-  // Points come first, budget by budget, each budget's policies in order.
+  // Points come first, budget by budget, each budget's policies in registry
+  // order, whatever the request's.
   for (int i = 0; i < kBudgets * kPolicies && i < static_cast<int>(got.size());
        ++i) {
     ASSERT_TRUE(got[i].has_point()) << i;
-    EXPECT_EQ(got[i].point().policy(), i % 2 == 0 ? "slackswap" : "capuchin");
+    EXPECT_EQ(got[i].point().policy(), i % 2 == 0 ? "capuchin" : "slackswap");
+    EXPECT_EQ(got[i].planner_version(), PlannerVersion());
     EXPECT_NEAR(got[i].point().budget_fraction(), 0.3 + 0.1 * (i / 2), 1e-9);
   }
 
@@ -561,7 +537,7 @@ TEST(ServerErrorsTest, BadRequestsGetTheRightCodeNamingTheField) {
   EXPECT_THAT(s.error_message(), HasSubstr("policies[0]"));
 
   // Each failure was logged and counted under its code.
-  const std::string scrape = Scrape(server);
+  const std::string scrape = ScrapeWhenIdle(server);
   EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
                         {{"method", "Plan"}, {"code", "INVALID_ARGUMENT"}}),
             4);
@@ -838,7 +814,11 @@ TEST(ServerLoadTest, BurstBeyondTheQueueIsRejectedAndCounted) {
   ASSERT_TRUE(server.started()) << server.error();
   auto stub = v1::Planner::NewStub(Connect(server));
   constexpr int kCalls = 20;
-  const std::vector<v1::PlanRequest> reqs(kCalls, Gpt2Plan(300, 0.5, {}));
+  // Distinct budgets: identical requests would share one planning.
+  std::vector<v1::PlanRequest> reqs;
+  for (int i = 0; i < kCalls; ++i) {
+    reqs.push_back(Gpt2Plan(300, 0.3 + 0.01 * i, {}));
+  }
 
   const std::vector<grpc::Status> statuses = ConcurrentPlans(*stub, reqs);
   int ok = 0;
@@ -860,11 +840,14 @@ TEST(ServerLoadTest, BurstBeyondTheQueueIsRejectedAndCounted) {
   std::cerr << "[ info ] " << ok << " OK, " << rejected
             << " RESOURCE_EXHAUSTED\n";
 
-  const std::string scrape = Scrape(server);
+  const std::string scrape = ScrapeWhenIdle(server);
   EXPECT_EQ(MetricValue(scrape, "slackswap_rejected_requests_total",
-                        {{"method", "Plan"}}),
+                        {{"method", "Plan"}, {"reason", "queue_full"}}),
             rejected)
       << scrape;
+  EXPECT_EQ(MetricValue(scrape, "slackswap_rejected_requests_total",
+                        {{"method", "Plan"}, {"reason", "deadline"}}),
+            0);
   EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
                         {{"method", "Plan"}, {"code", "RESOURCE_EXHAUSTED"}}),
             rejected);
@@ -981,7 +964,7 @@ TEST(ServerMetricsTest, ScrapePassesPromtoolAndCountsRequests) {
         stub->ListWorkloads(&ctx, v1::ListWorkloadsRequest(), &resp).ok());
   }
 
-  const std::string scrape = Scrape(server);
+  const std::string scrape = ScrapeWhenIdle(server);
   const CommandResult check =
       RunCommand({promtool, "check", "metrics"}, scrape);
   EXPECT_EQ(check.exit_status, 0) << check.output;

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 
 namespace slackswap {
@@ -48,6 +49,14 @@ std::string Scrape(const SlackswapdProcess& server) {
   return r.body;
 }
 
+std::string ScrapeWhenIdle(const SlackswapdProcess& server) {
+  const std::optional<double> inflight = AwaitMetric(
+      server, "slackswap_inflight_requests", {},
+      [](double v) { return v == 0; }, std::chrono::seconds(10));
+  EXPECT_EQ(inflight, 0) << "calls still in flight";
+  return Scrape(server);
+}
+
 std::optional<double> AwaitMetric(
     const SlackswapdProcess& server, const std::string& name,
     const std::map<std::string, std::string>& labels,
@@ -61,6 +70,33 @@ std::optional<double> AwaitMetric(
     // A poll interval, not a wait for something to happen.
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+std::vector<grpc::Status> ConcurrentPlans(
+    v1::Planner::Stub& stub, const std::vector<v1::PlanRequest>& reqs,
+    std::vector<v1::PlanResponse>* responses) {
+  const size_t n = reqs.size();
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::PlanResponse> resps(n);
+  std::vector<grpc::Status> statuses(n);
+  absl::Mutex mu;
+  size_t done = 0;
+  for (size_t i = 0; i < n; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    SetDeadline(*contexts.back());
+    stub.async()->Plan(contexts.back().get(), &reqs[i], &resps[i],
+                       [&, i](grpc::Status s) {
+                         absl::MutexLock lock(&mu);
+                         statuses[i] = std::move(s);
+                         ++done;
+                       });
+  }
+  absl::MutexLock lock(&mu);
+  auto all_done = [&] { return done == n; };
+  // Each call has its own deadline, so this always ends.
+  mu.Await(absl::Condition(&all_done));
+  if (responses != nullptr) *responses = std::move(resps);
+  return statuses;
 }
 
 }  // namespace testing

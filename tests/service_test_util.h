@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
+#include "slackswap/v1/planner_service.grpc.pb.h"
 #include "slackswap/v1/planner_service.pb.h"
 #include "tests/slackswapd_process.h"
 
@@ -50,6 +51,9 @@ v1::SweepRequest Gpt2Sweep(std::optional<int64_t> layers = std::nullopt);
 
 // The body of GET /metrics (a test failure unless it answered 200).
 std::string Scrape(const SlackswapdProcess& server);
+// Scrape once no call is in flight: a call is counted as gRPC finishes
+// sending its reply, a moment after the client has it.
+std::string ScrapeWhenIdle(const SlackswapdProcess& server);
 
 // Scrapes until `sample{labels}` satisfies `ok`, for at most `timeout`;
 // returns the last value seen (nullopt if the sample never appeared).
@@ -57,6 +61,12 @@ std::optional<double> AwaitMetric(
     const SlackswapdProcess& server, const std::string& name,
     const std::map<std::string, std::string>& labels,
     const std::function<bool(double)>& ok, std::chrono::milliseconds timeout);
+
+// Starts one Plan call per request at once, on the callback API, and waits
+// for all of them (bounded by their deadlines); returns each call's status.
+std::vector<grpc::Status> ConcurrentPlans(
+    v1::Planner::Stub& stub, const std::vector<v1::PlanRequest>& reqs,
+    std::vector<v1::PlanResponse>* responses = nullptr);
 
 }  // namespace testing
 }  // namespace slackswap

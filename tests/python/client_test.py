@@ -139,8 +139,10 @@ class ClientTest(unittest.TestCase):
         self.assertGreater(report.budget_bytes, 0)
         self.assertAlmostEqual(report.budget_bytes,
                                report.unconstrained_peak_bytes / 2, delta=1)
+        # Registry order, whatever the request's.
         self.assertEqual([r.policy for r in report.results],
-                         ["slackswap", "recompute_only"])
+                         ["recompute_only", "slackswap"])
+        self.assertTrue(resp.planner_version)
         for r in report.results:
             with self.subTest(policy=r.policy):
                 res = r.result
@@ -195,12 +197,13 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(call.code(), grpc.StatusCode.OK, call.details())
         kinds = [m.WhichOneof("item") for m in items]
         points = [m.point for m in items if m.HasField("point")]
-        # 4 budgets (0.3, 0.4, 0.5, 0.6) x 2 policies, budget-major.
+        # 4 budgets (0.3, 0.4, 0.5, 0.6) x 2 policies, budget-major, each
+        # budget's policies in registry order.
         self.assertEqual(len(points), 8, kinds)
         self.assertEqual(
             [(round(p.budget_fraction, 9), p.policy) for p in points],
             [(f, pol) for f in (0.3, 0.4, 0.5, 0.6)
-             for pol in ("slackswap", "recompute_only")])
+             for pol in ("recompute_only", "slackswap")])
         # Points first, then the two target answers.
         self.assertEqual(kinds[:8], ["point"] * 8, kinds)
         targets = [m.target for m in items if m.HasField("target")]
