@@ -1,8 +1,10 @@
 #include "cli/backend.h"
 
 #include <chrono>
+#include <type_traits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
@@ -10,6 +12,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "io/proto_file.h"
+#include "io/request_key.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 
 namespace slackswap {
@@ -88,22 +91,28 @@ class RemoteBackend : public Backend {
         stub_(v1::Planner::NewStub(MakeChannel(options_))) {}
 
   absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& req) override {
-    return Call(&v1::Planner::Stub::Plan, req);
+    return WithGraphByDigest(req, [this](const v1::PlanRequest& r) {
+      return Call(&v1::Planner::Stub::Plan, r);
+    });
   }
   absl::Status Sweep(const v1::SweepRequest& req,
                      const std::function<void(const v1::SweepResponse&)>&
                          on_message) override {
-    grpc::ClientContext ctx;
-    PrepareContext(options_, &ctx);
-    std::unique_ptr<grpc::ClientReader<v1::SweepResponse>> reader =
-        stub_->Sweep(&ctx, req);
-    v1::SweepResponse msg;
-    while (reader->Read(&msg)) on_message(msg);
-    return FromGrpc(reader->Finish());
+    return WithGraphByDigest(req, [&](const v1::SweepRequest& r) {
+      grpc::ClientContext ctx;
+      PrepareContext(options_, &ctx);
+      std::unique_ptr<grpc::ClientReader<v1::SweepResponse>> reader =
+          stub_->Sweep(&ctx, r);
+      v1::SweepResponse msg;
+      while (reader->Read(&msg)) on_message(msg);
+      return FromGrpc(reader->Finish());
+    });
   }
   absl::StatusOr<v1::SimulateResponse> Simulate(
       const v1::SimulateRequest& req) override {
-    return Call(&v1::Planner::Stub::Simulate, req);
+    return WithGraphByDigest(req, [this](const v1::SimulateRequest& r) {
+      return Call(&v1::Planner::Stub::Simulate, r);
+    });
   }
   absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
       const v1::GetWorkloadRequest& req) override {
@@ -122,6 +131,43 @@ class RemoteBackend : public Backend {
   }
 
  private:
+  // Whether the server answered that it does not hold the graph a request
+  // named by digest (it never did, it expired, another replica holds it),
+  // or that it does not know digests at all (an older server).
+  static bool GraphNotThere(const absl::Status& s) {
+    const absl::string_view message = s.message();
+    return (absl::IsNotFound(s) &&
+            absl::StrContains(message, "step.graph_sha256")) ||
+           (absl::IsInvalidArgument(s) &&
+            absl::StrContains(message, "step: set graph_inline"));
+  }
+
+  // `send(req)`, an inline graph sent by digest: a scheduler asking about
+  // one job again and again sends its megabytes once. If the server does
+  // not hold it, it is stored (PutGraph) and the request sent again; a
+  // server that cannot store it gets it inline.
+  template <typename Request, typename Send>
+  std::invoke_result_t<Send, const Request&> WithGraphByDigest(
+      Request req, const Send& send) {
+    if (!req.step().has_graph_inline()) return send(req);
+    v1::PutGraphRequest put;
+    put.mutable_graph()->Swap(req.mutable_step()->mutable_graph_inline());
+    req.mutable_step()->set_graph_sha256(GraphDigest(*put.mutable_graph()));
+    auto answer = send(req);
+    if (!GraphNotThere(StatusOf(answer))) return answer;
+    if (Call(&v1::Planner::Stub::PutGraph, put).ok()) {
+      answer = send(req);
+      if (!GraphNotThere(StatusOf(answer))) return answer;
+    }
+    req.mutable_step()->mutable_graph_inline()->Swap(put.mutable_graph());
+    return send(req);
+  }
+  static absl::Status StatusOf(const absl::Status& s) { return s; }
+  template <typename T>
+  static absl::Status StatusOf(const absl::StatusOr<T>& s) {
+    return s.status();
+  }
+
   // One unary call of the stub's `method`.
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(

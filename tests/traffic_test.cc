@@ -25,10 +25,12 @@ namespace slackswap {
 namespace {
 
 using ::slackswap::testing::AwaitMetric;
+using ::slackswap::testing::CommandResult;
 using ::slackswap::testing::ConcurrentPlans;
 using ::slackswap::testing::Connect;
 using ::slackswap::testing::Gpt2Plan;
 using ::slackswap::testing::MetricValue;
+using ::slackswap::testing::RunCommand;
 using ::slackswap::testing::Scrape;
 using ::slackswap::testing::ScrapeWhenIdle;
 using ::slackswap::testing::SetDeadline;
@@ -186,6 +188,48 @@ TEST(TrafficTest, GraphsStoredOnceAreNamedByDigest) {
   s = stub->Plan(&u_ctx, unknown, &u);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("send it with PutGraph or inline"));
+}
+
+// Calls of `method` that `server` answered with `code` (-1: no series).
+double Requests(const SlackswapdProcess& server, const std::string& method,
+                const std::string& code) {
+  return MetricValue(ScrapeWhenIdle(server), "slackswap_requests_total",
+                     {{"method", method}, {"code", code}})
+      .value_or(-1);
+}
+
+// The CLI sends a graph file by digest: the first time the server does not
+// hold it, so the CLI stores it (PutGraph) and asks again; the second time
+// one call does.
+TEST(TrafficTest, TheCliSendsAGraphOnceAndThenByDigest) {
+  SlackswapdProcess server({});
+  ASSERT_TRUE(server.started()) << server.error();
+  const std::string path = ::testing::TempDir() + "/traffic_test_bert.pb";
+  {
+    const CommandResult wrote = RunCommand(
+        {SLACKSWAP_BIN, "workload", "--workload", "bert-large", "--out", path});
+    ASSERT_EQ(wrote.exit_status, 0) << wrote.output;
+  }
+  for (const char* budget : {"0.5", "0.6"}) {
+    const CommandResult plan =
+        RunCommand({SLACKSWAP_BIN, "plan", "--graph", path, "--budget", budget,
+                    "--policy", "capuchin", "--server", server.target()});
+    ASSERT_EQ(plan.exit_status, 0) << plan.output;
+    EXPECT_THAT(plan.output, HasSubstr("capuchin"));
+  }
+  EXPECT_EQ(Requests(server, "Plan", "NOT_FOUND"), 1);
+  EXPECT_EQ(Requests(server, "PutGraph", "OK"), 1);
+  EXPECT_EQ(Requests(server, "Plan", "OK"), 2);
+  // A server without a store gets the graph inline.
+  SlackswapdProcess no_store({"--graph_store_mb=0"});
+  ASSERT_TRUE(no_store.started()) << no_store.error();
+  const CommandResult inline_plan =
+      RunCommand({SLACKSWAP_BIN, "plan", "--graph", path, "--budget", "0.5",
+                  "--policy", "capuchin", "--server", no_store.target()});
+  EXPECT_EQ(inline_plan.exit_status, 0) << inline_plan.output;
+  EXPECT_EQ(Requests(no_store, "Plan", "NOT_FOUND"), 1);
+  EXPECT_EQ(Requests(no_store, "PutGraph", "RESOURCE_EXHAUSTED"), 1);
+  EXPECT_EQ(Requests(no_store, "Plan", "OK"), 1);
 }
 
 // Unread sweeps on a one-worker server: each unit of each sweep takes its
