@@ -46,6 +46,9 @@ class LocalBackend : public Backend {
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
     return core_.ListWorkloads();
   }
+  absl::StatusOr<v1::FitResponse> Fit(const v1::FitRequest& req) override {
+    return core_.FitStep(req, {});
+  }
 
  private:
   PlanningCore core_{CoreLimits{}};
@@ -119,6 +122,9 @@ class RemoteBackend : public Backend {
   }
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
     return Call(&v1::Planner::Stub::ListWorkloads, v1::ListWorkloadsRequest());
+  }
+  absl::StatusOr<v1::FitResponse> Fit(const v1::FitRequest& req) override {
+    return Call(&v1::Planner::Stub::Fit, req);
   }
 
  private:

@@ -68,28 +68,54 @@ absl::Status CheckFraction(const std::string& field, double fraction) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
+                                         const std::string& field,
+                                         const CoreLimits& limits,
+                                         const StopFn& stop) {
+  if (g.ops_size() > limits.max_graph_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ".ops: ", g.ops_size(), " ops exceed the limit of ",
+                     limits.max_graph_ops));
+  }
+  if (g.tensors_size() > limits.max_graph_tensors) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        field, ".tensors: ", g.tensors_size(), " tensors exceed the limit of ",
+        limits.max_graph_tensors));
+  }
+  absl::StatusOr<Graph> graph = GraphFromProto(g, stop);
+  if (!graph.ok()) {
+    if (absl::IsCancelled(graph.status())) return graph.status();
+    return InField(field, graph.status());
+  }
+  return graph;
+}
+
+absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
+                                         const std::string* name,
+                                         const std::string& prefix) {
+  if (inline_hw != nullptr) {
+    absl::StatusOr<Hardware> hw = HardwareFromProto(*inline_hw);
+    if (!hw.ok()) return InField(prefix + "hardware_inline", hw.status());
+    return hw;
+  }
+  if (name != nullptr) {
+    absl::StatusOr<Hardware> hw = FindHardware(*name);
+    if (!hw.ok()) return InField(prefix + "hardware_name", hw.status());
+    return hw;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1),
+      prefix.empty() ? "" : ": ", "set hardware_inline or hardware_name"));
+}
+
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits, const StopFn& stop) {
   Step step;
   switch (spec.graph_case()) {
     case v1::StepSpec::kGraphInline: {
-      const v1::OperatorGraph& g = spec.graph_inline();
-      if (g.ops_size() > limits.max_graph_ops) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("step.graph_inline.ops: ", g.ops_size(),
-                         " ops exceed the limit of ", limits.max_graph_ops));
-      }
-      if (g.tensors_size() > limits.max_graph_tensors) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "step.graph_inline.tensors: ", g.tensors_size(),
-            " tensors exceed the limit of ", limits.max_graph_tensors));
-      }
-      absl::StatusOr<Graph> graph = GraphFromProto(g, stop);
-      if (!graph.ok()) {
-        if (absl::IsCancelled(graph.status())) return graph.status();
-        return InField("step.graph_inline", graph.status());
-      }
-      step.graph = *std::move(graph);
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          step.graph, ResolveInlineGraph(spec.graph_inline(),
+                                         "step.graph_inline", limits, stop));
       break;
     }
     case v1::StepSpec::kWorkload: {
@@ -101,23 +127,14 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
     default:
       return absl::InvalidArgumentError("step: set graph_inline or workload");
   }
-  switch (spec.hardware_case()) {
-    case v1::StepSpec::kHardwareInline: {
-      absl::StatusOr<Hardware> hw = HardwareFromProto(spec.hardware_inline());
-      if (!hw.ok()) return InField("step.hardware_inline", hw.status());
-      step.hw = *std::move(hw);
-      break;
-    }
-    case v1::StepSpec::kHardwareName: {
-      absl::StatusOr<Hardware> hw = FindHardware(spec.hardware_name());
-      if (!hw.ok()) return InField("step.hardware_name", hw.status());
-      step.hw = *std::move(hw);
-      break;
-    }
-    default:
-      return absl::InvalidArgumentError(
-          "step: set hardware_inline or hardware_name");
-  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      step.hw,
+      ResolveHardware(
+          spec.has_hardware_inline() ? &spec.hardware_inline() : nullptr,
+          spec.hardware_case() == v1::StepSpec::kHardwareName
+              ? &spec.hardware_name()
+              : nullptr,
+          "step."));
   return step;
 }
 

@@ -33,6 +33,20 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits,
                                  const StopFn& stop = nullptr);
 
+// An inline graph, converted and indexed; errors name `field` (e.g.
+// "step.graph_inline"). RESOURCE_EXHAUSTED above limits.
+absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
+                                         const std::string& field,
+                                         const CoreLimits& limits,
+                                         const StopFn& stop = nullptr);
+
+// An inline profile (validated) or a catalog name, whichever is non-null;
+// errors name prefix + "hardware_inline" or "hardware_name" (prefix e.g.
+// "step."). Neither: INVALID_ARGUMENT.
+absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
+                                         const std::string* name,
+                                         const std::string& prefix);
+
 // Builds the named workload with the reference's overrides; errors name
 // `field` (e.g. "step.workload"). RESOURCE_EXHAUSTED above limits.
 absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,

@@ -39,6 +39,9 @@ class MetricsObserver : public CoreObserver {
     metrics_->PolicyRun(policy, planner_seconds, simulator_seconds, retained,
                         feasible);
   }
+  void FitProfile(const std::string& verdict) override {
+    metrics_->FitProfile(verdict);
+  }
 
  private:
   ServiceMetrics* const metrics_;
@@ -337,6 +340,16 @@ grpc::ServerUnaryReactor* PlannerService::Simulate(
       "Simulate", ctx, raw, resp,
       [this](const v1::SimulateRequest& req, const StopFn& stop) {
         return core_.SimulateStep(req, stop);
+      });
+}
+
+grpc::ServerUnaryReactor* PlannerService::Fit(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* raw,
+                                              grpc::ByteBuffer* resp) {
+  return Answer<v1::FitRequest>(
+      "Fit", ctx, raw, resp,
+      [this](const v1::FitRequest& req, const StopFn& stop) {
+        return core_.FitStep(req, stop);
       });
 }
 

@@ -63,7 +63,8 @@ using RawPlannerService = v1::Planner::WithRawCallbackMethod_Plan<
                 v1::Planner::WithRawCallbackMethod_ListWorkloads<
                     v1::Planner::WithRawCallbackMethod_GetWorkload<
                         v1::Planner::WithRawCallbackMethod_ServerInfo<
-                            v1::Planner::Service>>>>>>>;
+                            v1::Planner::WithRawCallbackMethod_Fit<
+                                v1::Planner::Service>>>>>>>>;
 
 class PlannerService final : public RawPlannerService {
  public:
@@ -92,6 +93,11 @@ class PlannerService final : public RawPlannerService {
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* ctx,
                                        const grpc::ByteBuffer* req,
                                        grpc::ByteBuffer* resp) override;
+  // Plans once per profile: admitted by cost (core/admission.h) like Plan,
+  // on the worker pool; not cached.
+  grpc::ServerUnaryReactor* Fit(grpc::CallbackServerContext* ctx,
+                                const grpc::ByteBuffer* req,
+                                grpc::ByteBuffer* resp) override;
 
   // Drains the worker pool. REQUIRES: the gRPC server is shut down.
   void Shutdown();
