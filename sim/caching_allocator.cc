@@ -1,8 +1,8 @@
 #include "sim/caching_allocator.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
-#include <limits>
 
 #include "common/saturating.h"
 
@@ -52,28 +52,57 @@ int32_t CachingAllocator::NewBlock(int64_t address, int64_t size, bool small) {
   return b;
 }
 
+void CachingAllocator::FreeSet::Insert(int64_t size, int64_t address,
+                                       int32_t b) {
+  Bucket& bucket = buckets_[size];
+  if (bucket.empty()) {
+    sizes_.insert(std::lower_bound(sizes_.begin(), sizes_.end(), size), size);
+  }
+  const std::pair<int64_t, int32_t> key = {address, b};
+  bucket.insert(
+      std::lower_bound(bucket.begin(), bucket.end(), key, std::greater<>()),
+      key);
+}
+
+void CachingAllocator::FreeSet::Erase(int64_t size, int64_t address,
+                                      int32_t b) {
+  Bucket& bucket = buckets_.find(size)->second;
+  bucket.erase(std::lower_bound(bucket.begin(), bucket.end(),
+                                std::make_pair(address, b), std::greater<>()));
+  if (bucket.empty()) {
+    sizes_.erase(std::lower_bound(sizes_.begin(), sizes_.end(), size));
+  }
+}
+
+int32_t CachingAllocator::FreeSet::BestFit(int64_t size,
+                                           int32_t last_resort) const {
+  auto it = std::lower_bound(sizes_.begin(), sizes_.end(), size);
+  if (it == sizes_.end()) return -1;
+  const Bucket& bucket = buckets_.find(*it)->second;
+  const int32_t best = bucket.back().second;
+  if (best != last_resort) return best;
+  if (bucket.size() > 1) return bucket[bucket.size() - 2].second;
+  if (std::next(it) != sizes_.end()) {
+    return buckets_.find(*std::next(it))->second.back().second;
+  }
+  return best;
+}
+
 void CachingAllocator::Insert(int32_t b) {
   const Block& block = blocks_[b];
-  free_[block.small].insert({block.size, block.address, b});
+  free_[block.small].Insert(block.size, block.address, b);
 }
 
 void CachingAllocator::Erase(int32_t b) {
   const Block& block = blocks_[b];
-  free_[block.small].erase({block.size, block.address, b});
+  free_[block.small].Erase(block.size, block.address, b);
 }
 
 int32_t CachingAllocator::FindFree(bool small, int64_t size) const {
-  const FreeSet& pool = free_[small];
-  auto it = pool.lower_bound({size, std::numeric_limits<int64_t>::min(), -1});
-  if (it == pool.end()) return -1;
-  const int32_t b = std::get<2>(*it);
   // PyTorch sizes the free block next to a segment's unmapped rest by what
   // it could grow to: it goes only to a request no other block fits.
-  if (config_.expandable_segments && b == expandable_[small].last) {
-    const auto next = std::next(it);
-    if (next != pool.end()) return std::get<2>(*next);
-  }
-  return b;
+  return free_[small].BestFit(
+      size, config_.expandable_segments ? expandable_[small].last : -1);
 }
 
 int32_t CachingAllocator::NewSegment(bool small, int64_t size) {

@@ -20,10 +20,10 @@
 
 #include <array>
 #include <cstdint>
-#include <tuple>
+#include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
 
 namespace slackswap {
 
@@ -91,8 +91,26 @@ class CachingAllocator {
     bool small = false;
     bool live = false;  // false: a recycled slot
   };
-  // A pool's free blocks, best fit first: (size, address, block).
-  using FreeSet = absl::btree_set<std::tuple<int64_t, int64_t, int32_t>>;
+  // A pool's free blocks, best fit first (by size, then address). Bucketed
+  // by size in sorted vectors: a training step allocates few distinct
+  // sizes (llama-7b: 12), and each bucket is kept by descending address,
+  // since a step frees in about the reverse order it allocates (the
+  // backward pass), which appends at the end, and the best fit, the lowest
+  // address, is the last.
+  class FreeSet {
+   public:
+    void Insert(int64_t size, int64_t address, int32_t b);
+    void Erase(int64_t size, int64_t address, int32_t b);
+    // The best fit for `size` (-1: none); the one after it instead when
+    // the best is `last_resort` and there is another.
+    int32_t BestFit(int64_t size, int32_t last_resort) const;
+
+   private:
+    // (address, block), by descending address.
+    using Bucket = std::vector<std::pair<int64_t, int32_t>>;
+    std::vector<int64_t> sizes_;  // those with a free block, ascending
+    absl::flat_hash_map<int64_t, Bucket> buckets_;
+  };
   // An expandable segment: mapped from `base` to `end`; `last` is the
   // block that ends at `end` (next to the unmapped rest), or -1.
   struct Expandable {

@@ -26,6 +26,8 @@ DeviceTracker::DeviceTracker(const Graph& g, const Hardware& hw,
       workspace_key_(static_cast<int32_t>(g.tensors.size())),
       allocator_(options.allocator),
       handles_(g.tensors.size() + 1, -1) {
+  // Most tensors are allocated and freed once.
+  log_.reserve(2 * g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     if (g.index.producer[t] != kNone || g.tensors[t].bytes == 0) continue;
     handles_[t] = allocator_.Allocate(g.tensors[t].bytes);
