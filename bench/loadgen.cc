@@ -11,7 +11,8 @@
 // ones), the latency of OK calls (p50/p90/p99/max) and loadgen's own CPU
 // time, as text or, with --json, as one JSON object on stdout.
 //
-// Requests: --workload on --hardware at --budget (a fraction of the
+// Requests: --workload (or the graph in --graph_file, inline) on --hardware
+// at --budget (a fraction of the
 // unconstrained activation peak) with --policies. --distinct=N cycles the
 // budget through N values (budget + i * 1e-6, i < N) so that a server's
 // plan cache sees N different requests; --invalid_every=K makes every K-th
@@ -34,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -50,6 +52,7 @@
 #include "absl/strings/string_view.h"
 #include "common/json_quote.h"
 #include "grpcpp/grpcpp.h"
+#include "io/proto_file.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
@@ -63,6 +66,9 @@ ABSL_FLAG(int64_t, requests, 0,
           "the run (and at most 10,000,000 calls).");
 ABSL_FLAG(std::string, workload, "gpt2-xl",
           "Built-in workload: bert-large, gpt2-xl or llama-7b.");
+ABSL_FLAG(std::string, graph_file, "",
+          "An operator graph file (.pb, .txtpb, .json) sent inline in every "
+          "call instead of --workload.");
 ABSL_FLAG(std::string, hardware, "a100-80gb-pcie4", "Hardware profile name.");
 ABSL_FLAG(std::string, policies, "slackswap",
           "Comma-separated policy names; empty: all of them.");
@@ -165,10 +171,16 @@ absl::StatusOr<Options> ReadOptions() {
 }
 
 // The requests to cycle through: `distinct` valid ones, then one invalid.
-std::vector<v1::PlanRequest> BuildRequests(int32_t distinct) {
+absl::StatusOr<std::vector<v1::PlanRequest>> BuildRequests(int32_t distinct) {
   v1::PlanRequest base;
-  base.mutable_step()->mutable_workload()->set_name(
-      absl::GetFlag(FLAGS_workload));
+  if (const std::string path = absl::GetFlag(FLAGS_graph_file); !path.empty()) {
+    absl::Status read =
+        ReadProtoFile(path, base.mutable_step()->mutable_graph_inline());
+    if (!read.ok()) return read;
+  } else {
+    base.mutable_step()->mutable_workload()->set_name(
+        absl::GetFlag(FLAGS_workload));
+  }
   base.mutable_step()->set_hardware_name(absl::GetFlag(FLAGS_hardware));
   for (absl::string_view p :
        absl::StrSplit(absl::GetFlag(FLAGS_policies), ',', absl::SkipEmpty())) {
@@ -226,10 +238,11 @@ struct Report {
 
 class LoadGen {
  public:
-  LoadGen(const Options& o, std::shared_ptr<grpc::Channel> channel)
+  LoadGen(const Options& o, std::shared_ptr<grpc::Channel> channel,
+          std::vector<v1::PlanRequest> requests)
       : o_(o),
         stub_(v1::Planner::NewStub(channel)),
-        requests_(BuildRequests(o.distinct)) {}
+        requests_(std::move(requests)) {}
 
   Report Run() {
     const Clock::time_point begin = Clock::now();
@@ -424,8 +437,16 @@ int Main() {
     std::fprintf(stderr, "%s\n", o.status().ToString().c_str());
     return 2;
   }
+  absl::StatusOr<std::vector<v1::PlanRequest>> requests =
+      BuildRequests(o->distinct);
+  if (!requests.ok()) {
+    std::fprintf(stderr, "--graph_file: %s\n",
+                 requests.status().ToString().c_str());
+    return 2;
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxSendMessageSize(256 << 20);
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
       o->server, grpc::InsecureChannelCredentials(), args);
   const auto connect_deadline =
@@ -438,7 +459,7 @@ int Main() {
                  o->server.c_str());
     return 3;
   }
-  LoadGen gen(*o, channel);
+  LoadGen gen(*o, channel, *std::move(requests));
   const Report r = gen.Run();
   Print(*o, r, absl::GetFlag(FLAGS_json));
   const bool valid_ok = r.ok == r.valid_sent;

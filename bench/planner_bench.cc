@@ -5,16 +5,22 @@
 // BM_AnalyzeStep times the analysis alone; BM_Bound the LP bound (from
 // scratch, or started from slackswap's plan as the service does);
 // `optimal` runs on the reference workloads only, to its 2 s limit.
+// BM_DeviceBudget times one policy's device-budget search (the largest
+// activation budget whose plan fits the device, every candidate simulated
+// with the caching-allocator model): llama-7b on a100-40gb-pcie4, where
+// keeping everything does not fit, and on a100-80gb-pcie4, where it does.
 //
 //   taskset -c 1 build/bench/planner_bench
 #include <map>
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "bench/bench_main.h"
 #include "benchmark/benchmark.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
+#include "planner/budget_search.h"
 #include "planner/policy.h"
 #include "planner/relaxation.h"
 
@@ -112,6 +118,32 @@ void BM_Bound(benchmark::State& state, std::string workload, bool warm) {
   state.counters["bound"] = retained;
 }
 
+void BM_DeviceBudget(benchmark::State& state, std::string hardware,
+                     std::string policy) {
+  const Graph& g = CachedGraph("llama-7b");
+  const Hardware hw = *FindHardware(hardware);
+  SimOptions report;
+  report.record_timeline = false;
+  report.device.enabled = true;
+  int32_t evaluations = 0;
+  bool found = false;
+  for (auto _ : state) {
+    absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, hw);
+    const PlanningContext ctx{g, hw, *a, g.index.saved_bytes};
+    absl::StatusOr<BudgetSearch> s = LargestFittingBudget(
+        policy, ctx, DeviceJudge(policy, ctx, report), g.index.saved_bytes);
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(*s);
+    evaluations = s->evaluations;
+    found = s->found;
+  }
+  state.counters["evaluations"] = evaluations;
+  state.counters["fits"] = found;
+}
+
 bool IsReference(const std::string& workload) {
   return workload.rfind("ops_", 0) != 0;
 }
@@ -119,6 +151,15 @@ bool IsReference(const std::string& workload) {
 }  // namespace
 
 void RegisterBenchmarks() {
+  for (const char* hardware : {"a100-40gb-pcie4", "a100-80gb-pcie4"}) {
+    for (const char* policy : {"recompute_only", "capuchin", "slackswap"}) {
+      benchmark::RegisterBenchmark(
+          absl::StrCat("BM_DeviceBudget/llama-7b/", hardware, "/", policy)
+              .c_str(),
+          BM_DeviceBudget, hardware, policy)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
   for (const char* workload :
        {"bert-large", "gpt2-xl", "llama-7b", "ops_1k", "ops_10k", "ops_100k"}) {
     benchmark::RegisterBenchmark(

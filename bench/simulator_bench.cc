@@ -7,6 +7,12 @@
 //                                   outside the timed loop.
 //   BM_Simulate/<workload>/<plan>   Simulate(): cost model, lowering and
 //                                   the event loop, as a planner calls it.
+//   BM_SimulateDevice/<workload>/<plan>
+//                                   the same with the whole device modelled
+//                                   (SimOptions::device: the caching-
+//                                   allocator model and its replays), as
+//                                   Simulate requests and reported results
+//                                   run it.
 //
 // Workloads: the three reference presets and `synthetic-100k`, gpt2-xl with
 // its layer count raised until the step has about 100,000 ops. Plans:
@@ -162,6 +168,11 @@ void Report(benchmark::State& state, int64_t events, const SimResult& last) {
   state.counters["events"] =
       benchmark::Counter(static_cast<double>(last.events_processed));
   state.counters["throughput_retained"] = last.throughput_retained;
+  if (last.device.has_value()) {
+    // Steps the allocator model ran to its steady state (the step and its
+    // replays).
+    state.counters["allocator_steps"] = last.device->steps;
+  }
 }
 
 // Runs `simulate` (returning absl::StatusOr<SimResult>) once per iteration
@@ -198,6 +209,15 @@ void BM_Simulate(benchmark::State& state, const std::string& workload,
                  [&c] { return Simulate(c.graph, c.hw, c.plan, c.opts); });
 }
 
+void BM_SimulateDevice(benchmark::State& state, const std::string& workload,
+                       const std::string& plan) {
+  const Case& c = *GetCase(workload, plan);
+  SimOptions opts = c.opts;
+  opts.device.enabled = true;
+  RunSimulations(state,
+                 [&c, &opts] { return Simulate(c.graph, c.hw, c.plan, opts); });
+}
+
 }  // namespace
 
 void RegisterBenchmarks() {
@@ -210,6 +230,9 @@ void RegisterBenchmarks() {
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("BM_Simulate/" + suffix).c_str(),
                                    BM_Simulate, workload, plan)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_SimulateDevice/" + suffix).c_str(),
+                                   BM_SimulateDevice, workload, plan)
           ->Unit(benchmark::kMicrosecond);
     }
   }

@@ -49,6 +49,9 @@ class LocalBackend : public Backend {
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
     return core_.ListWorkloads();
   }
+  absl::StatusOr<v1::FitResponse> Fit(const v1::FitRequest& req) override {
+    return core_.FitStep(req, {});
+  }
 
  private:
   PlanningCore core_{CoreLimits{}};
@@ -129,6 +132,11 @@ class RemoteBackend : public Backend {
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
     return Call(&v1::Planner::Stub::ListWorkloads, v1::ListWorkloadsRequest());
   }
+  absl::StatusOr<v1::FitResponse> Fit(const v1::FitRequest& req) override {
+    return WithGraphByDigest(req, [this](const v1::FitRequest& r) {
+      return Call(&v1::Planner::Stub::Fit, r);
+    });
+  }
 
  private:
   // Whether the server answered that it does not hold the graph a request
@@ -137,10 +145,22 @@ class RemoteBackend : public Backend {
   static bool GraphNotThere(const absl::Status& s) {
     const absl::string_view message = s.message();
     return (absl::IsNotFound(s) &&
-            absl::StrContains(message, "step.graph_sha256")) ||
+            absl::StrContains(message, "graph_sha256: no graph")) ||
            (absl::IsInvalidArgument(s) &&
-            absl::StrContains(message, "step: set graph_inline"));
+            absl::StrContains(message, "set graph_inline or workload"));
   }
+
+  // Where a request holds its graph: the step, or (Fit) the request.
+  static v1::StepSpec* GraphHolder(v1::PlanRequest* r) {
+    return r->mutable_step();
+  }
+  static v1::StepSpec* GraphHolder(v1::SweepRequest* r) {
+    return r->mutable_step();
+  }
+  static v1::StepSpec* GraphHolder(v1::SimulateRequest* r) {
+    return r->mutable_step();
+  }
+  static v1::FitRequest* GraphHolder(v1::FitRequest* r) { return r; }
 
   // `send(req)`, an inline graph sent by digest: a scheduler asking about
   // one job again and again sends its megabytes once. If the server does
@@ -149,17 +169,18 @@ class RemoteBackend : public Backend {
   template <typename Request, typename Send>
   std::invoke_result_t<Send, const Request&> WithGraphByDigest(
       Request req, const Send& send) {
-    if (!req.step().has_graph_inline()) return send(req);
+    auto* holder = GraphHolder(&req);
+    if (!holder->has_graph_inline()) return send(req);
     v1::PutGraphRequest put;
-    put.mutable_graph()->Swap(req.mutable_step()->mutable_graph_inline());
-    req.mutable_step()->set_graph_sha256(GraphDigest(*put.mutable_graph()));
+    put.mutable_graph()->Swap(holder->mutable_graph_inline());
+    holder->set_graph_sha256(GraphDigest(*put.mutable_graph()));
     auto answer = send(req);
     if (!GraphNotThere(StatusOf(answer))) return answer;
     if (Call(&v1::Planner::Stub::PutGraph, put).ok()) {
       answer = send(req);
       if (!GraphNotThere(StatusOf(answer))) return answer;
     }
-    req.mutable_step()->mutable_graph_inline()->Swap(put.mutable_graph());
+    holder->mutable_graph_inline()->Swap(put.mutable_graph());
     return send(req);
   }
   static absl::Status StatusOf(const absl::Status& s) { return s; }

@@ -15,8 +15,8 @@ namespace slackswap {
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
-      SimulateCommand(), PlanCommand(), SweepCommand(),  TableCommand(),
-      WorkloadCommand(), ListCommand(), HealthCommand(),
+      SimulateCommand(), PlanCommand(),     FitCommand(),  SweepCommand(),
+      TableCommand(),    WorkloadCommand(), ListCommand(), HealthCommand(),
   };
   return *commands;
 }

@@ -43,6 +43,7 @@ std::string GlobalHelp();
 // One per command file.
 Command SimulateCommand();
 Command PlanCommand();
+Command FitCommand();
 Command SweepCommand();
 Command TableCommand();
 Command WorkloadCommand();

@@ -1,8 +1,10 @@
 #include "cli/inputs.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/format.h"
 #include "common/status_macros.h"
 #include "core/planning_core.h"
 #include "io/convert.h"
@@ -32,14 +34,28 @@ const FlagSpecs& StepFlags() {
   return *flags;
 }
 
-FlagSpec BudgetFlag(bool required) {
+FlagSpec BudgetFlag(bool required, bool device) {
   return {"budget", "B",
-          absl::StrCat("activation budget: a fraction of the unconstrained "
-                       "peak (0.5, at most ",
-                       kMaxBudgetFraction,
-                       ") or bytes with a unit (20GB, "
-                       "512MiB)"),
+          absl::StrCat(
+              "activation budget: a fraction of the unconstrained peak (0.5, "
+              "at most ",
+              kMaxBudgetFraction, ") or bytes with a unit (20GB, 512MiB)",
+              device ? "; or device[:HEADROOM] (device, device:2GB): the "
+                       "GPU's memory, less its framework reserve and the "
+                       "headroom, for everything (the caching allocator's "
+                       "reserved peak)"
+                     : ""),
           required ? "" : "none"};
+}
+
+FlagSpec ExpandableSegmentsFlag() {
+  return {"expandable-segments", "",
+          "model PyTorch's allocator with expandable_segments:True"};
+}
+
+FlagSpec BudgetAllMemoryFlag() {
+  return {"budget-all-memory", "",
+          "the budget limits activation plus transient memory"};
 }
 
 FlagSpec PolicyFlag() {
@@ -78,49 +94,86 @@ absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags) {
   return ref;
 }
 
-absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags) {
-  v1::StepSpec step;
+absl::Status GraphFromFlags(const Flags& flags, v1::OperatorGraph* graph,
+                            v1::WorkloadRef* workload, bool* inline_graph) {
   if (flags.Has("workload") == flags.Has("graph")) {
     return absl::InvalidArgumentError(
         "give exactly one of --workload NAME and --graph FILE");
   }
-  if (flags.Has("graph")) {
-    for (const char* name : {"batch", "seq", "layers", "attention"}) {
-      if (flags.Has(name)) {
-        return absl::InvalidArgumentError(
-            std::string("--") + name + " applies to --workload, not --graph");
-      }
-    }
-    const std::string path = *flags.Get("graph");
-    SLACKSWAP_RETURN_IF_ERROR(ReadProtoFile(path, step.mutable_graph_inline()));
-    // Check it here too, so errors name the file, local or remote.
-    absl::Status valid = GraphFromProto(step.graph_inline()).status();
-    if (!valid.ok()) {
-      return absl::Status(valid.code(),
-                          absl::StrCat(path, ": ", valid.message()));
-    }
-  } else {
-    SLACKSWAP_ASSIGN_OR_RETURN(*step.mutable_workload(),
-                               WorkloadFromFlags(flags));
+  *inline_graph = flags.Has("graph");
+  if (!*inline_graph) {
+    SLACKSWAP_ASSIGN_OR_RETURN(*workload, WorkloadFromFlags(flags));
+    return absl::OkStatus();
   }
-  const std::string hardware =
-      flags.Get("hardware").value_or("a100-80gb-pcie4");
-  if (FormatForPath(hardware).ok()) {
-    SLACKSWAP_RETURN_IF_ERROR(
-        ReadProtoFile(hardware, step.mutable_hardware_inline()));
-    absl::Status valid = HardwareFromProto(step.hardware_inline()).status();
-    if (!valid.ok()) {
-      return absl::Status(valid.code(),
-                          absl::StrCat(hardware, ": ", valid.message()));
+  for (const char* name : {"batch", "seq", "layers", "attention"}) {
+    if (flags.Has(name)) {
+      return absl::InvalidArgumentError(std::string("--") + name +
+                                        " applies to --workload, not --graph");
     }
+  }
+  const std::string path = *flags.Get("graph");
+  SLACKSWAP_RETURN_IF_ERROR(ReadProtoFile(path, graph));
+  // Check it here too, so errors name the file, local or remote.
+  absl::Status valid = GraphFromProto(*graph).status();
+  if (!valid.ok()) {
+    return absl::Status(valid.code(),
+                        absl::StrCat(path, ": ", valid.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HardwareFromFlag(const std::string& value,
+                              v1::HardwareProfile* inline_hw, std::string* name,
+                              bool* is_inline) {
+  *is_inline = FormatForPath(value).ok();
+  if (!*is_inline) {
+    *name = value;
+    return absl::OkStatus();
+  }
+  SLACKSWAP_RETURN_IF_ERROR(ReadProtoFile(value, inline_hw));
+  absl::Status valid = HardwareFromProto(*inline_hw).status();
+  if (!valid.ok()) {
+    return absl::Status(valid.code(),
+                        absl::StrCat(value, ": ", valid.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags) {
+  v1::StepSpec step;
+  SLACKSWAP_RETURN_IF_ERROR(SetGraphFromFlags(flags, &step));
+  v1::HardwareProfile hw;
+  std::string name;
+  bool is_inline = false;
+  SLACKSWAP_RETURN_IF_ERROR(
+      HardwareFromFlag(flags.Get("hardware").value_or("a100-80gb-pcie4"), &hw,
+                       &name, &is_inline));
+  if (is_inline) {
+    *step.mutable_hardware_inline() = std::move(hw);
   } else {
-    step.set_hardware_name(hardware);
+    step.set_hardware_name(name);
   }
   return step;
 }
 
 absl::StatusOr<Budget> BudgetFromFlags(const Flags& flags) {
   return ParseBudget(flags.Get("budget").value_or(""));
+}
+
+absl::StatusOr<std::optional<int64_t>> DeviceBudgetFromFlags(
+    const Flags& flags) {
+  const std::string text = flags.Get("budget").value_or("");
+  if (text == "device") return int64_t{0};
+  constexpr absl::string_view kPrefix = "device:";
+  if (!absl::StartsWith(text, kPrefix)) return std::nullopt;
+  absl::StatusOr<Budget> headroom =
+      ParseBudget(absl::string_view(text).substr(kPrefix.size()));
+  if (!headroom.ok() || headroom->bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--budget device:HEADROOM takes bytes with a unit (device:2GB), got ",
+        QuoteInput(text)));
+  }
+  return headroom->bytes;
 }
 
 void AddPolicies(const Flags& flags,

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
@@ -19,8 +21,12 @@ namespace slackswap {
 // Flags StepFromFlags reads: --workload with its overrides, --graph,
 // --hardware.
 const FlagSpecs& StepFlags();
-// --budget B, for commands where it is `required` or optional.
-FlagSpec BudgetFlag(bool required);
+// --budget B, for commands where it is `required` or optional; with
+// `device`, B may also be device[:HEADROOM].
+FlagSpec BudgetFlag(bool required, bool device = false);
+// --expandable-segments and --budget-all-memory.
+FlagSpec ExpandableSegmentsFlag();
+FlagSpec BudgetAllMemoryFlag();
 // --policy NAME[,NAME...]|all.
 FlagSpec PolicyFlag();
 // --include-bound and --optimal-time-limit SECONDS.
@@ -31,17 +37,66 @@ FlagSpec TimelinePointsFlag();
 // Exactly one of --workload and --graph; --hardware defaults to
 // a100-80gb-pcie4. Files are read here and sent inline.
 absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags);
+// The graph part of StepFromFlags: --graph FILE into `graph`, or the
+// workload into `workload`, exactly one of them.
+absl::Status GraphFromFlags(const Flags& flags, v1::OperatorGraph* graph,
+                            v1::WorkloadRef* workload, bool* inline_graph);
+// Sets the graph oneof of `msg` (a StepSpec or a FitRequest) from
+// --workload or --graph, as GraphFromFlags reads them.
+template <typename Message>
+absl::Status SetGraphFromFlags(const Flags& flags, Message* msg) {
+  v1::OperatorGraph graph;
+  v1::WorkloadRef workload;
+  bool inline_graph = false;
+  absl::Status s = GraphFromFlags(flags, &graph, &workload, &inline_graph);
+  if (!s.ok()) return s;
+  if (inline_graph) {
+    *msg->mutable_graph_inline() = std::move(graph);
+  } else {
+    *msg->mutable_workload() = std::move(workload);
+  }
+  return absl::OkStatus();
+}
+// --hardware's one value: a catalog name, or a profile file read here.
+absl::Status HardwareFromFlag(const std::string& value,
+                              v1::HardwareProfile* inline_hw, std::string* name,
+                              bool* is_inline);
 absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags);
 
 // --budget B: a fraction (0.5) or bytes with a unit (20GB).
 absl::StatusOr<Budget> BudgetFromFlags(const Flags& flags);
 
+// --budget device[:HEADROOM]: the headroom in bytes (0 without one), or
+// nullopt when the budget is not the device. HEADROOM is bytes with a unit.
+absl::StatusOr<std::optional<int64_t>> DeviceBudgetFromFlags(
+    const Flags& flags);
+
 // Sets `req`'s budget_bytes or budget_fraction (a PlanRequest or
-// SimulateRequest) from --budget, as BudgetFromFlags reads it.
+// SimulateRequest) from --budget, as BudgetFromFlags reads it; a
+// PlanRequest's budget_device from --budget device[:HEADROOM].
 template <typename Request>
 absl::Status SetBudgetFromFlags(const Flags& flags, Request* req) {
+  absl::StatusOr<std::optional<int64_t>> device = DeviceBudgetFromFlags(flags);
+  if (!device.ok()) return device.status();
+  if (device->has_value()) {
+    if constexpr (std::is_same_v<Request, v1::PlanRequest>) {
+      req->mutable_budget_device()->set_headroom_bytes(**device);
+      return absl::OkStatus();
+    } else {
+      return absl::InvalidArgumentError(
+          "--budget device is for plan; simulate reports whether the step "
+          "fits the device by itself");
+    }
+  }
   absl::StatusOr<Budget> budget = BudgetFromFlags(flags);
-  if (!budget.ok()) return budget.status();
+  if (!budget.ok()) {
+    if constexpr (std::is_same_v<Request, v1::PlanRequest>) {
+      return absl::Status(budget.status().code(),
+                          std::string(budget.status().message()) +
+                              "; or device[:HEADROOM] for the GPU's memory");
+    }
+    return budget.status();
+  }
   if (budget->bytes > 0) {
     req->set_budget_bytes(budget->bytes);
   } else {

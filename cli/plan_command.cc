@@ -1,6 +1,7 @@
 // slackswap plan (--workload NAME | --graph FILE) [--hardware NAME|FILE]
-//   --budget B [--policy NAME[,NAME...]|all] [--out PLAN_FILE] [--json]
-//   [--timeline-points N] [--reasons] [--server HOST:PORT ...]
+//   --budget B|device[:HEADROOM] [--budget-all-memory]
+//   [--expandable-segments] [--policy NAME[,NAME...]|all] [--out PLAN_FILE]
+//   [--json] [--timeline-points N] [--reasons] [--server HOST:PORT ...]
 #include <ostream>
 
 #include "cli/backend.h"
@@ -17,11 +18,15 @@ namespace {
 absl::Status RunPlan(const Flags& flags, std::ostream& out) {
   if (!flags.Has("budget")) {
     return absl::InvalidArgumentError(
-        "plan needs --budget (a fraction such as 0.5, or bytes such as 20GB)");
+        "plan needs --budget (a fraction such as 0.5, bytes such as 20GB, or "
+        "device)");
   }
   v1::PlanRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
   SLACKSWAP_RETURN_IF_ERROR(SetBudgetFromFlags(flags, &req));
+  req.set_budget_covers_all_memory(flags.Has("budget-all-memory"));
+  req.mutable_allocator()->set_expandable_segments(
+      flags.Has("expandable-segments"));
   AddPolicies(flags, req.mutable_policies());
   SLACKSWAP_RETURN_IF_ERROR(SetBoundFlags(flags, &req));
   if (flags.Has("out") && req.policies_size() != 1) {
@@ -68,7 +73,9 @@ Command PlanCommand() {
       .synopsis = "(--workload NAME | --graph FILE) --budget B [flags]",
       .flags = Concat(
           {StepFlags(),
-           {BudgetFlag(/*required=*/true),
+           {BudgetFlag(/*required=*/true, /*device=*/true),
+            BudgetAllMemoryFlag(),
+            ExpandableSegmentsFlag(),
             PolicyFlag(),
             {"out", "FILE", "write the plan of the one --policy to FILE"},
             {"json", "", "print the PlanReport as JSON"},
@@ -79,6 +86,8 @@ Command PlanCommand() {
       .examples = {"slackswap plan --workload gpt2-xl --budget 0.5 --policy "
                    "slackswap --out plan.txtpb",
                    "slackswap plan --workload llama-7b --budget 20GB --json",
+                   "slackswap plan --workload llama-7b --hardware "
+                   "a100-40gb-pcie4 --budget device:2GB",
                    "slackswap plan --workload bert-large --budget 0.3 --policy "
                    "optimal,slackswap --include-bound"},
       .run = &RunPlan,

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/format.h"
+#include "core/device_fit.h"
 
 namespace slackswap {
 
@@ -34,18 +35,61 @@ void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
       "  stalls            prefetch %s, swap-out %s, memory %s\n",
       FormatMs(r.stalls().prefetch_ns()), FormatMs(r.stalls().swap_out_ns()),
       FormatMs(r.stalls().memory_ns()));
+  if (!r.has_device()) return;
+  const v1::DeviceMemory& d = r.device();
+  out << absl::StrFormat(
+      "  allocator         allocated %s, reserved %s (step %d), "
+      "fragmentation %s, %d segments%s\n",
+      FormatBytes(d.peak_allocated_bytes()),
+      FormatBytes(d.peak_reserved_bytes()), d.peak_reserved_step(),
+      FormatBytes(d.fragmentation_bytes()), d.segments(),
+      d.expandable_segments() ? " (expandable)" : "");
+  out << "  device            " << DeviceSummary(r) << "\n";
 }
 
+namespace {
+
+// "fits" / "no" for a result whose device was modelled, "-" otherwise.
+std::string FitsCell(const v1::SimulationResult& r) {
+  if (!r.has_device()) return "-";
+  return r.device().fits_device() ? "fits" : "no";
+}
+
+std::string BudgetLine(const v1::PlanReport& report) {
+  if (report.budget_device()) {
+    const v1::DeviceFit& d = report.device();
+    std::string line =
+        absl::StrFormat("budget: the device (%s, less a %s framework reserve",
+                        FormatBytes(d.capacity_bytes()),
+                        FormatBytes(d.framework_reserve_bytes()));
+    if (d.headroom_bytes() > 0) {
+      line += absl::StrFormat(" and %s of headroom",
+                              FormatBytes(d.headroom_bytes()));
+    }
+    return line + ")";
+  }
+  return absl::StrFormat(
+      "budget %s%s (%.2f of the %s unconstrained peak)",
+      FormatBytes(report.budget_bytes()),
+      report.budget_covers_all_memory() ? " of activation and transient memory"
+                                        : "",
+      report.budget_fraction(), FormatBytes(report.unconstrained_peak_bytes()));
+}
+
+}  // namespace
+
 void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
-  out << absl::StrFormat(
-      "%s on %s, budget %s (%.2f of the %s unconstrained peak)\n",
-      report.graph_name(), report.hardware_name(),
-      FormatBytes(report.budget_bytes()), report.budget_fraction(),
-      FormatBytes(report.unconstrained_peak_bytes()));
+  out << absl::StrFormat("%s on %s, %s\n", report.graph_name(),
+                         report.hardware_name(), BudgetLine(report));
   const bool bound = report.has_bound_retained();
-  out << absl::StrFormat("  %-15s %9s %10s %9s %11s %11s %9s%s\n", "policy",
-                         "retained", "step ms", "peak", "swapped", "recomputed",
-                         "plan ms", bound ? "  to bound" : "");
+  // A searched budget differs by policy: each row shows its own.
+  const bool budgets =
+      report.budget_device() || report.budget_covers_all_memory();
+  out << absl::StrFormat("  %-15s %9s %10s %9s%s %9s %4s %11s %11s %9s%s\n",
+                         "policy", "retained", "step ms", "peak",
+                         budgets ? absl::StrFormat(" %9s", "budget") : "",
+                         "reserved", "fits", "swapped", "recomputed", "plan ms",
+                         bound ? "  to bound" : "");
   for (const v1::PolicyResult& p : report.results()) {
     const v1::SimulationResult& r = p.result();
     if (!p.unavailable().empty()) {
@@ -54,15 +98,28 @@ void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
       continue;
     }
     if (!r.feasible()) {
-      out << absl::StrFormat("  %-15s infeasible: %s\n", p.policy(),
+      out << absl::StrFormat("  %-15s infeasible: %s", p.policy(),
                              r.infeasible_reason());
+      if (p.has_min_budget_bytes()) {
+        out << absl::StrFormat(
+            " (its plans are feasible from %s, %.3f of "
+            "the peak)",
+            FormatBytes(p.min_budget_bytes()), p.min_budget_fraction());
+      }
+      out << "\n";
       continue;
     }
     out << absl::StrFormat(
-        "  %-15s %8.2f%% %10.3f %9s %11d %11d %9.1f", p.policy(),
+        "  %-15s %8.2f%% %10.3f %9s%s %9s %4s %11d %11d %9.1f", p.policy(),
         100 * r.throughput_retained(), r.step_ns() / 1e6,
-        FormatBytes(r.peak_activation_bytes()), r.swapped_tensors(),
-        r.recomputed_tensors(), p.planning_seconds() * 1e3);
+        FormatBytes(r.peak_activation_bytes()),
+        !budgets ? ""
+        : p.plan().budget_bytes() == 0
+            ? absl::StrFormat(" %9s", "-")
+            : absl::StrFormat(" %9s", FormatBytes(p.plan().budget_bytes())),
+        r.has_device() ? FormatBytes(r.device().peak_reserved_bytes()) : "-",
+        FitsCell(r), r.swapped_tensors(), r.recomputed_tensors(),
+        p.planning_seconds() * 1e3);
     if (p.has_gap_to_bound()) {
       out << absl::StrFormat(" %8.3f pp", 100 * p.gap_to_bound());
     }
@@ -82,6 +139,24 @@ void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
         100 * report.bound_retained());
   } else if (!report.bound_unavailable().empty()) {
     out << "  bound unavailable: " << report.bound_unavailable() << "\n";
+  }
+  if (!report.budget_unmet().empty()) {
+    out << "  budget not met: " << report.budget_unmet() << "\n";
+  }
+  if (report.has_device()) {
+    const v1::DeviceFit& d = report.device();
+    out << "  device: " << d.summary();
+    if (d.fits_device()) {
+      out << (d.fits_without_plan() ? " (fits without a plan)"
+                                    : " (needs a plan)");
+    } else if (report.budget_device()) {
+      out << absl::StrFormat(" (no plan fits: the least any needs is %s)",
+                             FormatDeviceBytes(d.min_device_bytes()));
+    } else {
+      out << " (no plan at this budget fits; --budget device searches for "
+             "one)";
+    }
+    out << "\n";
   }
 }
 

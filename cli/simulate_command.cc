@@ -1,6 +1,6 @@
 // slackswap simulate (--workload NAME | --graph FILE) [--hardware NAME|FILE]
 //   [--budget B] [--plan FILE] [--json] [--trace FILE] [--timeline-points N]
-//   [--budget-all-memory] [--server HOST:PORT ...]
+//   [--budget-all-memory] [--expandable-segments] [--server HOST:PORT ...]
 #include <ostream>
 
 #include "cli/backend.h"
@@ -36,6 +36,8 @@ absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
   }
   req.set_include_events(flags.Has("trace"));
   req.set_budget_covers_all_memory(flags.Has("budget-all-memory"));
+  req.mutable_allocator()->set_expandable_segments(
+      flags.Has("expandable-segments"));
 
   SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                              BackendFromFlags(flags));
@@ -72,8 +74,8 @@ Command SimulateCommand() {
                    {"json", "", "print a SimulationResult as JSON"},
                    {"trace", "FILE", "write a Chrome trace (Perfetto) to FILE"},
                    TimelinePointsFlag(),
-                   {"budget-all-memory", "",
-                    "the budget limits activation plus transient memory"}},
+                   BudgetAllMemoryFlag(),
+                   ExpandableSegmentsFlag()},
                   BackendFlags()}),
       .examples = {"slackswap simulate --workload gpt2-xl",
                    "slackswap simulate --graph step.pb --plan plan.txtpb "

@@ -196,8 +196,44 @@ TEST(HostileInputTest, ABudgetAboveThePeakKeepsEverything) {
 TEST(HostileInputTest, AbudgetNothingCanMeet) {
   v1::PlanRequest req = Request(Tiny());
   req.set_budget_bytes(1000);
-  Check(req, {absl::StatusCode::kFailedPrecondition,
-              "cannot be met: the lowest activation peak reachable is"});
+  const PlanningCore core{CoreLimits{}};
+  absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->report().budget_unmet(),
+              HasSubstr("cannot be met: the lowest activation peak reachable "
+                        "is"));
+  EXPECT_FALSE(r->report().results(0).result().feasible());
+  EXPECT_GT(r->report().results(0).min_budget_bytes(), 1000);
+}
+
+// An input of 2^50 bytes (1.13 PB): within the graph's cap, beyond any
+// device. Every budget's answer says it does not fit, with the numbers.
+TEST(HostileInputTest, AnInputNoDeviceHoldsIsRefusedWithTheNumbers) {
+  v1::OperatorGraph g = Tiny();
+  v1::Tensor* in = g.add_tensors();
+  in->set_id(3);
+  in->set_name("input");
+  in->set_kind(v1::TENSOR_KIND_INPUT);
+  in->set_size_bytes(int64_t{1} << 50);
+  g.mutable_ops(0)->add_input_ids(3);
+  const PlanningCore core{CoreLimits{}};
+  for (bool device : {false, true}) {
+    SCOPED_TRACE(device ? "budget_device" : "budget_fraction 0.5");
+    v1::PlanRequest req = Request(g);
+    if (device) req.mutable_budget_device();
+    absl::StatusOr<v1::PlanResponse> r = core.PlanStep(req, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    const v1::DeviceFit& fit = r->report().device();
+    EXPECT_FALSE(fit.fits_device());
+    EXPECT_EQ(fit.static_bytes(), int64_t{1} << 50);
+    EXPECT_GT(fit.min_device_bytes(), int64_t{1} << 50);
+    EXPECT_EQ(fit.capacity_bytes(), 80'000'000'000);
+    EXPECT_THAT(fit.summary(),
+                HasSubstr("does not fit: static 1125.90 TB + activations"));
+    EXPECT_THAT(fit.summary(), HasSubstr("> 80.00 GB"));
+    const v1::SimulationResult& s = r->report().results(0).result();
+    EXPECT_FALSE(s.device().fits_device());
+  }
 }
 
 TEST(HostileInputTest, UnknownPolicyAndHardware) {

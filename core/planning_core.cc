@@ -14,12 +14,14 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "core/admission.h"
+#include "core/device_fit.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
 #include "io/proto_file.h"
 #include "model/budget.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
+#include "planner/budget_search.h"
 #include "planner/policy.h"
 #include "planner/relaxation.h"
 #include "planner/version.h"
@@ -61,6 +63,24 @@ struct PolicyRunner {
     }
     if (seconds != nullptr) *seconds = planner_seconds + simulator_seconds;
     return PlanOutcome{std::move(plan), std::move(result)};
+  }
+
+  // `policy`'s plan at the largest activation budget up to `start` whose
+  // plan `judge` accepts (planner/budget_search.h), with its result; the
+  // search's whole time counts as planning.
+  absl::StatusOr<PlanOutcome> Search(const std::string& policy,
+                                     const Judge& judge, int64_t start,
+                                     double* seconds) const {
+    Stopwatch watch;
+    SLACKSWAP_ASSIGN_OR_RETURN(BudgetSearch s,
+                               LargestFittingBudget(policy, ctx, judge, start));
+    const double planner_seconds = watch.Lap();
+    if (observer != nullptr) {
+      observer->PolicyRun(policy, planner_seconds, 0,
+                          s.result.throughput_retained, s.result.feasible);
+    }
+    if (seconds != nullptr) *seconds = planner_seconds;
+    return PlanOutcome{std::move(s.plan), std::move(s.result)};
   }
 
   // `policy`'s plan and result at `budget`, no timeline; `seeds` as
@@ -141,30 +161,51 @@ absl::StatusOr<v1::TargetAnswer> FindTarget(
   return out;
 }
 
-// FAILED_PRECONDITION for a budget none of `policies` meets, naming the
-// lowest budget any of them reaches.
-absl::Status LowestBudgetError(const PlanningContext& ctx,
-                               const std::vector<const PolicyInfo*>& policies) {
+// For a budget no policy's plan meets: each policy's lowest feasible
+// budget in its result, and why in the report (budget_unmet).
+absl::Status MinimumBudgets(const PlanningContext& ctx, v1::PlanReport& out) {
   int64_t lowest = std::numeric_limits<int64_t>::max();
   std::string by;
-  for (const PolicyInfo* policy : policies) {
+  const int64_t peak = ctx.graph.index.saved_bytes;
+  for (v1::PolicyResult& p : *out.mutable_results()) {
+    SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* policy,
+                               FindPolicy(p.policy()));
     // The reference has no budget; a solver's policy would take its time
     // limit per bisection step.
-    if (policy->unbudgeted_reference || policy->may_be_unavailable) continue;
+    if (policy->unbudgeted_reference || policy->may_be_unavailable ||
+        !p.unavailable().empty()) {
+      continue;
+    }
     SLACKSWAP_ASSIGN_OR_RETURN(int64_t minimum,
                                MinimumFeasibleBudget(policy->name, ctx));
+    p.set_min_budget_bytes(minimum);
+    p.set_min_budget_fraction(Fraction(minimum, peak));
     if (minimum < lowest) {
       lowest = minimum;
       by = policy->name;
     }
   }
-  if (by.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+  if (out.budget_covers_all_memory()) {
+    // The minimums are activation budgets: transient memory comes on top,
+    // so they do not compare with an all-memory budget.
+    out.set_budget_unmet(absl::StrCat(
         "budget ", ctx.budget_bytes, " bytes (", FormatBytes(ctx.budget_bytes),
-        ") is met by no policy's plan"));
+        ") of activation and transient memory is met by no policy's plan",
+        by.empty() ? ""
+                   : absl::StrCat("; the lowest activation peak reachable, "
+                                  "transients aside, is ",
+                                  lowest, " bytes (", FormatBytes(lowest),
+                                  ", with ", by, ")")));
+    return absl::OkStatus();
   }
-  return BudgetNotMetError(ctx.budget_bytes, lowest, by,
-                           ctx.graph.index.saved_bytes);
+  const absl::Status unmet =
+      by.empty()
+          ? absl::FailedPreconditionError(absl::StrCat(
+                "budget ", ctx.budget_bytes, " bytes (",
+                FormatBytes(ctx.budget_bytes), ") is met by no policy's plan"))
+          : BudgetNotMetError(ctx.budget_bytes, lowest, by, peak);
+  out.set_budget_unmet(std::string(unmet.message()));
+  return absl::OkStatus();
 }
 
 // The retained share of a step of `step_ns`.
@@ -236,6 +277,29 @@ absl::Status AddBound(const PlanningContext& ctx, const slackswap::Plan* start,
   return absl::OkStatus();
 }
 
+// Keeping every activation, simulated with no budget on the device: the
+// unbudgeted reference's result when the request has one (it is that
+// simulation), else simulated here.
+absl::StatusOr<v1::SimulationResult> KeepAllOnDevice(
+    const PlanningContext& ctx, const DeviceOptions& device,
+    const google::protobuf::RepeatedPtrField<v1::PolicyResult>& results) {
+  for (const v1::PolicyResult& p : results) {
+    absl::StatusOr<const PolicyInfo*> info = FindPolicy(p.policy());
+    if (info.ok() && (*info)->unbudgeted_reference && p.has_result() &&
+        p.result().has_device()) {
+      return p.result();
+    }
+  }
+  SimOptions opts;
+  opts.record_timeline = false;
+  opts.should_stop = ctx.should_stop;
+  opts.max_recompute_tasks = ctx.max_recompute_tasks;
+  opts.device = device;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      SimResult r, Simulate(ctx.graph, ctx.hw, Plan::KeepAll(ctx.graph), opts));
+  return ResultToProto(r, ctx.graph);
+}
+
 }  // namespace
 
 PlanningCore::PlanningCore(CoreLimits limits, CoreObserver* observer,
@@ -266,17 +330,65 @@ PlanningContext PlanningCore::Context(const Graph& g, const Hardware& hw,
   return ctx;
 }
 
+namespace {
+
+// How a plan request's budget is met: an activation budget the policies
+// plan for directly, or a limit they are searched against (the device, or
+// activation plus transient memory).
+enum class BudgetMode { kActivations, kDevice, kAllMemory };
+
+struct PlanBudget {
+  BudgetMode mode = BudgetMode::kActivations;
+  // Activations: the budget; all memory: the limit on both; device: the
+  // unconstrained peak (where each search starts).
+  int64_t bytes = 0;
+  int64_t headroom_bytes = 0;
+};
+
+absl::StatusOr<PlanBudget> ResolvePlanBudget(const v1::PlanRequest& req,
+                                             const Graph& g) {
+  PlanBudget b;
+  if (req.budget_case() == v1::PlanRequest::kBudgetDevice) {
+    if (req.budget_covers_all_memory()) {
+      return absl::InvalidArgumentError(
+          "budget_covers_all_memory applies to budget_bytes or "
+          "budget_fraction; budget_device covers all memory already");
+    }
+    b.headroom_bytes = req.budget_device().headroom_bytes();
+    if (b.headroom_bytes < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "budget_device.headroom_bytes must be >= 0, got ", b.headroom_bytes));
+    }
+    b.mode = BudgetMode::kDevice;
+    b.bytes = std::max<int64_t>(1, g.index.saved_bytes);
+    return b;
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      b.bytes,
+      ResolveBudget(req.budget_case() == v1::PlanRequest::kBudgetBytes,
+                    req.budget_bytes(),
+                    req.budget_case() == v1::PlanRequest::kBudgetFraction,
+                    req.budget_fraction(), g, /*optional=*/false));
+  if (req.budget_covers_all_memory()) b.mode = BudgetMode::kAllMemory;
+  return b;
+}
+
+// Why `policy` has no result when its budget is searched for.
+constexpr char kNoSolverSearch[] =
+    "not planned: the device and all-memory budgets are searched by "
+    "simulating plans at many activation budgets, and this policy's solver "
+    "would run at each";
+
+}  // namespace
+
 absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
     const v1::PlanRequest& req, const StopFn& stop) const {
   Stopwatch watch;
   SLACKSWAP_ASSIGN_OR_RETURN(Step step,
                              ResolveStep(req.step(), limits_, stop, graphs_));
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      int64_t budget,
-      ResolveBudget(req.budget_case() == v1::PlanRequest::kBudgetBytes,
-                    req.budget_bytes(),
-                    req.budget_case() == v1::PlanRequest::kBudgetFraction,
-                    req.budget_fraction(), step.graph, /*optional=*/false));
+  SLACKSWAP_ASSIGN_OR_RETURN(const PlanBudget plan_budget,
+                             ResolvePlanBudget(req, step.graph));
+  const bool searched = plan_budget.mode != BudgetMode::kActivations;
   SLACKSWAP_ASSIGN_OR_RETURN(std::vector<const PolicyInfo*> policies,
                              ResolvePolicies(req.policies()));
   SLACKSWAP_RETURN_IF_ERROR(
@@ -290,16 +402,20 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   double plans = 0;
   double solver_seconds = 0;
   for (const PolicyInfo* policy : policies) {
-    plans += policy->relative_cost;
-    if (policy->uses_solver_time) solver_seconds += time_limit;
+    if (searched && policy->may_be_unavailable) continue;
+    // A searched budget plans each policy up to kMaxSearchEvaluations times.
+    plans +=
+        policy->relative_cost *
+        (searched && !policy->unbudgeted_reference ? kMaxSearchEvaluations : 1);
+    if (policy->uses_solver_time && !searched) solver_seconds += time_limit;
   }
-  if (req.include_bound()) plans += kBoundRelativeCost;
+  if (req.include_bound() && !searched) plans += kBoundRelativeCost;
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans, solver_seconds));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
 
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
                              AnalyzeStep(g, step.hw, stop));
-  PlanningContext ctx = Context(g, step.hw, analysis, budget, stop);
+  PlanningContext ctx = Context(g, step.hw, analysis, plan_budget.bytes, stop);
   ctx.explain = req.include_reasons();
   ctx.optimal_time_limit_s = time_limit;
   const PolicyRunner runner{ctx, observer_};
@@ -307,14 +423,20 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   report.timeline_points = req.timeline_points();
   report.record_timeline = req.timeline_points() > 0;
   report.record_events = req.include_events();
+  report.device.enabled = true;
+  report.device.allocator.expandable_segments =
+      req.allocator().expandable_segments();
+  report.device.headroom_bytes = plan_budget.headroom_bytes;
 
   v1::PlanResponse resp;
   v1::PlanReport& out = *resp.mutable_report();
   out.set_graph_name(g.name);
   out.set_hardware_name(step.hw.name);
-  out.set_budget_bytes(budget);
+  out.set_budget_bytes(plan_budget.bytes);
   out.set_unconstrained_peak_bytes(g.index.saved_bytes);
-  out.set_budget_fraction(Fraction(budget, g.index.saved_bytes));
+  out.set_budget_fraction(Fraction(plan_budget.bytes, g.index.saved_bytes));
+  out.set_budget_device(plan_budget.mode == BudgetMode::kDevice);
+  out.set_budget_covers_all_memory(plan_budget.mode == BudgetMode::kAllMemory);
   // In registry order (slackswap last: it starts from the others' plans),
   // reported in the request's.
   std::vector<const PolicyInfo*> run_order = policies;
@@ -330,7 +452,23 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
     v1::PolicyResult& p = results[policy];
     p.set_policy(policy->name);
     double seconds = 0;
-    absl::StatusOr<PlanOutcome> o = runner.Run(policy->name, report, &seconds);
+    absl::StatusOr<PlanOutcome> o;
+    if (!searched || policy->unbudgeted_reference) {
+      o = runner.Run(policy->name, report, &seconds);
+    } else if (policy->may_be_unavailable) {
+      p.set_unavailable(kNoSolverSearch);
+      continue;
+    } else if (plan_budget.mode == BudgetMode::kDevice) {
+      o = runner.Search(policy->name, DeviceJudge(policy->name, ctx, report),
+                        plan_budget.bytes, &seconds);
+    } else {
+      o = runner.Search(
+          policy->name,
+          AllMemoryJudge(policy->name, ctx, report, plan_budget.bytes),
+          std::min(plan_budget.bytes,
+                   std::max<int64_t>(1, g.index.saved_bytes)),
+          &seconds);
+    }
     if (!o.ok()) {
       if (!policy->may_be_unavailable || absl::IsCancelled(o.status())) {
         return o.status();
@@ -355,14 +493,35 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
       seeds.push_back(std::move(o->plan));
     }
   }
-  if (any_budgeted && !any_feasible) {
-    return LowestBudgetError(ctx, policies);
-  }
   for (const PolicyInfo* policy : policies) {
     *out.add_results() = std::move(results[policy]);
   }
+  if (any_budgeted && !any_feasible) {
+    SLACKSWAP_RETURN_IF_ERROR(MinimumBudgets(ctx, out));
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      v1::SimulationResult keep_all,
+      KeepAllOnDevice(ctx, report.device, out.results()));
+  *out.mutable_device() = DescribeDeviceFit(out.results(), keep_all);
+  if (plan_budget.mode == BudgetMode::kDevice) {
+    // The best fitting policy's activation budget, if any.
+    int64_t chosen = 0;
+    for (const v1::PolicyResult& p : out.results()) {
+      if (p.policy() == out.device().policy()) {
+        chosen = p.result().budget_bytes();
+      }
+    }
+    out.set_budget_bytes(chosen);
+    out.set_budget_fraction(Fraction(chosen, g.index.saved_bytes));
+  }
   if (req.include_bound()) {
-    SLACKSWAP_RETURN_IF_ERROR(AddBound(ctx, start.In(seeds), out));
+    if (searched) {
+      out.set_bound_unavailable(
+          "the bound is for activation budgets: ask with budget_bytes or "
+          "budget_fraction");
+    } else {
+      SLACKSWAP_RETURN_IF_ERROR(AddBound(ctx, start.In(seeds), out));
+    }
   }
   resp.set_server_seconds(watch.Lap());
   resp.set_planner_version(PlannerVersion());
@@ -725,6 +884,9 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
   opts.record_events = req.include_events();
   opts.should_stop = stop;
   opts.max_recompute_tasks = limits_.max_recompute_tasks;
+  opts.device.enabled = true;
+  opts.device.allocator.expandable_segments =
+      req.allocator().expandable_segments();
   absl::StatusOr<SimResult> r = slackswap::Simulate(g, step.hw, plan, opts);
   if (!r.ok()) return InField("plan", r.status());
   v1::SimulateResponse resp;
@@ -767,6 +929,7 @@ v1::ServerInfoResponse PlanningCore::Info() const {
   l->set_max_timeline_points(limits_.max_timeline_points);
   l->set_max_sweep_points(limits_.max_sweep_points);
   l->set_max_event_ops(limits_.max_event_ops);
+  l->set_max_fit_profiles(kMaxFitProfiles);
   return info;
 }
 

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/stop.h"
+#include "core/fit_verdicts.h"
 #include "core/graph_source.h"
 #include "model/transformer.h"
 #include "planner/policy.h"
@@ -57,6 +58,8 @@ class CoreObserver {
   virtual void PolicyRun(const std::string& policy, double planner_seconds,
                          double simulator_seconds, double retained,
                          bool feasible) {}
+  // One profile of a Fit request answered: `verdict` is kFitVerdicts'.
+  virtual void FitProfile(const std::string& verdict) {}
 };
 
 // A sweep computed one unit at a time (a budget's points, one target
@@ -71,6 +74,8 @@ class SweepRun {
   virtual absl::Status Next(
       const std::function<bool(const v1::SweepResponse&)>& emit) = 0;
 };
+// The profiles one Fit request may list.
+inline constexpr int kMaxFitProfiles = 16;
 
 class PlanningCore {
  public:
@@ -79,10 +84,17 @@ class PlanningCore {
   explicit PlanningCore(CoreLimits limits, CoreObserver* observer = nullptr,
                         GraphSource* graphs = nullptr);
 
-  // FAILED_PRECONDITION when no requested policy (ideal aside) meets the
-  // budget, with the lowest budget any of them reaches.
+  // Every policy's result, each with the whole device modelled, and
+  // whether they fit it (report.device). A budget no policy meets is an
+  // answer too: infeasible results, each policy's lowest feasible budget,
+  // and report.budget_unmet saying why.
   absl::StatusOr<v1::PlanResponse> PlanStep(const v1::PlanRequest& req,
                                             const StopFn& stop) const;
+
+  // Per profile: whether the step fits, its best plan that fits, and the
+  // memory that keeps req.target; ranked (core/fit_step.cc).
+  absl::StatusOr<v1::FitResponse> FitStep(const v1::FitRequest& req,
+                                          const StopFn& stop) const;
 
   // Calls `emit` with each point as soon as it is computed, then the target
   // answers and the minimums. Stops with CANCELLED if `emit` returns false.
@@ -128,10 +140,11 @@ class PlanningCore {
   GraphSource* const graphs_;
 };
 
-// FAILED_PRECONDITION for a budget no policy's plan meets, naming the lowest
-// activation peak `by` reaches (`lowest`, from MinimumFeasibleBudget). When
-// that is under `budget`, feasibility is not monotone near it, and the error
-// says so instead of calling `budget` unreachable. Exposed for tests.
+// Why a budget no policy's plan meets is not met (PlanReport.budget_unmet,
+// as a FAILED_PRECONDITION status), naming the lowest activation peak `by`
+// reaches (`lowest`, from MinimumFeasibleBudget). When that is under
+// `budget`, feasibility is not monotone near it, and it says so instead of
+// calling `budget` unreachable. Exposed for tests.
 absl::Status BudgetNotMetError(int64_t budget, int64_t lowest,
                                const std::string& by, int64_t peak);
 

@@ -1,13 +1,16 @@
 #include "core/planning_core.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/request_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/hardware.h"
 #include "model/workloads.h"
 #include "planner/version.h"
 
@@ -131,14 +134,40 @@ TEST(PlanningCoreTest, LimitsAreRefusedUpFront) {
               HasSubstr("step.workload.layers"));
 }
 
-TEST(PlanningCoreTest, ABudgetNothingMeetsIsAFailedPrecondition) {
+TEST(PlanningCoreTest, ABudgetNothingMeetsIsAnAnswerWithEachMinimum) {
   PlanningCore core{CoreLimits{}};
   v1::PlanRequest req = Gpt2Request();
   req.set_budget_bytes(1000);
   req.add_policies("slackswap");
-  std::string msg = ErrorOf(core.PlanStep(req, {}).status(),
-                            absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(msg, HasSubstr("the lowest activation peak reachable is"));
+  req.add_policies("recompute_only");
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const v1::PlanReport& report = resp->report();
+  EXPECT_THAT(report.budget_unmet(),
+              HasSubstr("cannot be met: the lowest activation peak reachable "
+                        "is"));
+  ASSERT_EQ(report.results_size(), 2);
+  int64_t lowest = std::numeric_limits<int64_t>::max();
+  for (const v1::PolicyResult& p : report.results()) {
+    SCOPED_TRACE(p.policy());
+    EXPECT_FALSE(p.result().feasible());
+    ASSERT_TRUE(p.has_min_budget_bytes());
+    EXPECT_GT(p.min_budget_bytes(), 1000);
+    EXPECT_DOUBLE_EQ(p.min_budget_fraction(),
+                     static_cast<double>(p.min_budget_bytes()) /
+                         report.unconstrained_peak_bytes());
+    lowest = std::min(lowest, p.min_budget_bytes());
+  }
+  // The message names the lowest of them; at that budget a plan is feasible.
+  EXPECT_THAT(report.budget_unmet(), HasSubstr(absl::StrCat(lowest, " bytes")));
+  req.set_budget_bytes(lowest);
+  absl::StatusOr<v1::PlanResponse> at = core.PlanStep(req, {});
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_TRUE(at->report().budget_unmet().empty());
+  // A feasible request carries no minimums.
+  for (const v1::PolicyResult& p : at->report().results()) {
+    EXPECT_FALSE(p.has_min_budget_bytes()) << p.policy();
+  }
 }
 
 TEST(PlanningCoreTest, ABudgetUnmetAboveAMetOneIsNotCalledUnreachable) {
@@ -327,5 +356,161 @@ TEST(PlanningCoreTest, ListsAndServesWorkloads) {
   EXPECT_GT(g->graph().ops_size(), 20);
 }
 
+// --- The device -------------------------------------------------------------
+
+v1::PlanRequest Llama7bOn(const std::string& hardware) {
+  v1::PlanRequest req;
+  req.mutable_step()->mutable_workload()->set_name("llama-7b");
+  req.mutable_step()->set_hardware_name(hardware);
+  req.mutable_budget_device();
+  return req;
+}
+
+TEST(PlanningCoreTest, Llama7bOnA100_40GbNeedsAPlanAndGetsOneThatFits) {
+  PlanningCore core{CoreLimits{}};
+  absl::StatusOr<v1::PlanResponse> resp =
+      core.PlanStep(Llama7bOn("a100-40gb-pcie4"), {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const v1::PlanReport& report = resp->report();
+  EXPECT_TRUE(report.budget_device());
+  const v1::DeviceFit& fit = report.device();
+  EXPECT_TRUE(fit.fits_device());
+  EXPECT_FALSE(fit.fits_without_plan());
+  EXPECT_EQ(fit.capacity_bytes(), 40'000'000'000);
+  EXPECT_EQ(fit.framework_reserve_bytes(), kDefaultFrameworkReserveBytes);
+  EXPECT_THAT(fit.summary(), ::testing::StartsWith("fits: static 13.48 GB"));
+  for (const v1::PolicyResult& p : report.results()) {
+    SCOPED_TRACE(p.policy());
+    const v1::DeviceMemory& d = p.result().device();
+    if (p.policy() == "ideal") {
+      EXPECT_FALSE(d.fits_device());  // keeping everything: 56 GB
+      continue;
+    }
+    // Every budgeted policy's search found a budget whose plan fits, under
+    // the unconstrained peak, with its reserved peak plus the reserve at
+    // most the device.
+    EXPECT_TRUE(p.result().feasible());
+    EXPECT_TRUE(d.fits_device());
+    EXPECT_LE(d.peak_reserved_bytes() + d.framework_reserve_bytes(),
+              d.capacity_bytes());
+    EXPECT_EQ(d.required_bytes(),
+              d.peak_reserved_bytes() + d.framework_reserve_bytes());
+    EXPECT_LT(p.result().budget_bytes(), report.unconstrained_peak_bytes());
+    EXPECT_EQ(p.plan().budget_bytes(), p.result().budget_bytes());
+  }
+  // The report's budget is the fitting policy's, the fastest.
+  for (const v1::PolicyResult& p : report.results()) {
+    if (p.policy() != fit.policy()) continue;
+    EXPECT_EQ(report.budget_bytes(), p.result().budget_bytes());
+    for (const v1::PolicyResult& q : report.results()) {
+      if (q.policy() != "ideal") {
+        EXPECT_GE(p.result().throughput_retained(),
+                  q.result().throughput_retained());
+      }
+    }
+  }
+  // A headroom asks for that much more to stay free.
+  v1::PlanRequest roomy = Llama7bOn("a100-40gb-pcie4");
+  roomy.mutable_budget_device()->set_headroom_bytes(4'000'000'000);
+  roomy.add_policies("slackswap");
+  absl::StatusOr<v1::PlanResponse> r2 = core.PlanStep(roomy, {});
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  const v1::DeviceMemory& d = r2->report().results(0).result().device();
+  EXPECT_TRUE(d.fits_device());
+  EXPECT_LE(
+      d.peak_reserved_bytes() + d.framework_reserve_bytes() + 4'000'000'000,
+      d.capacity_bytes());
+  EXPECT_THAT(r2->report().device().summary(), HasSubstr("+ headroom 4.00 GB"));
+}
+
+TEST(PlanningCoreTest, Llama7bOnA100_80GbFitsWithoutAPlan) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Llama7bOn("a100-80gb-pcie4");
+  req.add_policies("slackswap");
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const v1::DeviceFit& fit = resp->report().device();
+  EXPECT_TRUE(fit.fits_device());
+  EXPECT_TRUE(fit.fits_without_plan());
+  const v1::SimulationResult& r = resp->report().results(0).result();
+  EXPECT_DOUBLE_EQ(r.throughput_retained(), 1.0);
+  EXPECT_EQ(r.budget_bytes(), resp->report().unconstrained_peak_bytes());
+}
+
+TEST(PlanningCoreTest, FeasibleIsNotFitsAtAnActivationBudget) {
+  // The whole activation peak is a budget every policy meets; on a 40 GB
+  // device none of those plans fits, and the report says so with the
+  // numbers.
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Llama7bOn("a100-40gb-pcie4");
+  req.set_budget_fraction(1.0);
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  for (const v1::PolicyResult& p : resp->report().results()) {
+    EXPECT_TRUE(p.result().feasible()) << p.policy();
+    EXPECT_FALSE(p.result().device().fits_device()) << p.policy();
+  }
+  const v1::DeviceFit& fit = resp->report().device();
+  EXPECT_FALSE(fit.fits_device());
+  EXPECT_GT(fit.min_device_bytes(), fit.capacity_bytes());
+  EXPECT_THAT(fit.summary(),
+              ::testing::MatchesRegex("does not fit: static 13.48 GB \\+ "
+                                      "activations 40.96 GB \\+ transient "
+                                      "and allocator overhead .* \\+ reserve "
+                                      "1.00 GB = .* > 40.00 GB"));
+}
+
+TEST(PlanningCoreTest, DeviceAndAllMemoryBudgetsAreValidated) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Gpt2Request();
+  req.mutable_budget_device()->set_headroom_bytes(-1);
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("budget_device.headroom_bytes must be >= 0, got -1"));
+  req.mutable_budget_device()->set_headroom_bytes(0);
+  req.set_budget_covers_all_memory(true);
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              HasSubstr("budget_covers_all_memory applies to budget_bytes or "
+                        "budget_fraction"));
+}
+
+TEST(PlanningCoreTest, AnAllMemoryBudgetCoversActivationsAndTransients) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Gpt2Request();
+  // 1.2 times the activation peak for activations and transients (the
+  // logits and their gradient alone take 1.65 GB of it).
+  req.set_budget_fraction(1.2);
+  req.set_budget_covers_all_memory(true);
+  req.set_timeline_points(100'000);
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const v1::PlanReport& report = resp->report();
+  EXPECT_TRUE(report.budget_covers_all_memory());
+  const int64_t limit = report.budget_bytes();
+  for (const v1::PolicyResult& p : report.results()) {
+    if (p.policy() == "ideal") continue;
+    SCOPED_TRACE(p.policy());
+    const v1::SimulationResult& r = p.result();
+    EXPECT_EQ(r.budget_bytes(), limit);
+    if (p.policy() == "slackswap") {
+      ASSERT_TRUE(r.feasible()) << r.infeasible_reason();
+    }
+    if (!r.feasible()) continue;
+    // Planned for a smaller activation budget, so that activations and
+    // transients together stay within the limit at every instant.
+    EXPECT_LT(p.plan().budget_bytes(), limit);
+    ASSERT_GT(r.memory_timeline_size(), 0);
+    for (const v1::MemoryPoint& m : r.memory_timeline()) {
+      EXPECT_LE(m.activation_bytes() + m.transient_bytes(), limit);
+    }
+  }
+  // The same budget for activations alone: plans keep more.
+  req.set_budget_covers_all_memory(false);
+  absl::StatusOr<v1::PlanResponse> alone = core.PlanStep(req, {});
+  ASSERT_TRUE(alone.ok());
+  EXPECT_GT(alone->report().results(4).result().peak_activation_bytes(),
+            report.results(4).result().peak_activation_bytes());
+}
 }  // namespace
 }  // namespace slackswap

@@ -92,61 +92,80 @@ absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
   return graph;
 }
 
+absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
+                                         const std::string* name,
+                                         const std::string& prefix) {
+  if (inline_hw != nullptr) {
+    absl::StatusOr<Hardware> hw = HardwareFromProto(*inline_hw);
+    if (!hw.ok()) return InField(prefix + "hardware_inline", hw.status());
+    return hw;
+  }
+  if (name != nullptr) {
+    absl::StatusOr<Hardware> hw = FindHardware(*name);
+    if (!hw.ok()) return InField(prefix + "hardware_name", hw.status());
+    return hw;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1),
+      prefix.empty() ? "" : ": ", "set hardware_inline or hardware_name"));
+}
+
+absl::StatusOr<Graph> ResolveGraph(const v1::OperatorGraph* inline_graph,
+                                   const std::string* graph_sha256,
+                                   const v1::WorkloadRef* workload,
+                                   const std::string& prefix,
+                                   const CoreLimits& limits, const StopFn& stop,
+                                   GraphSource* graphs) {
+  if (inline_graph != nullptr) {
+    return ResolveInlineGraph(*inline_graph, prefix + "graph_inline", limits,
+                              stop);
+  }
+  if (graph_sha256 != nullptr) {
+    const std::string field = prefix + "graph_sha256";
+    if (!IsSha256Hex(*graph_sha256)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": want 64 lower-case hex digits, got ",
+                       QuoteInput(*graph_sha256)));
+    }
+    std::shared_ptr<const Graph> stored =
+        graphs == nullptr ? nullptr : graphs->Find(*graph_sha256);
+    if (stored == nullptr) {
+      return absl::NotFoundError(absl::StrCat(
+          field, ": no graph ", *graph_sha256,
+          " is stored here (it expired, or another server holds it): send "
+          "it with PutGraph or inline"));
+    }
+    return *stored;
+  }
+  if (workload != nullptr) {
+    return ResolveWorkload(*workload, prefix + "workload", limits);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1),
+                   prefix.empty() ? "" : ": ",
+                   "set graph_inline, graph_sha256 or workload"));
+}
+
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits, const StopFn& stop,
                                  GraphSource* graphs) {
   Step step;
-  switch (spec.graph_case()) {
-    case v1::StepSpec::kGraphInline: {
-      SLACKSWAP_ASSIGN_OR_RETURN(
-          step.graph, ResolveInlineGraph(spec.graph_inline(),
-                                         "step.graph_inline", limits, stop));
-      break;
-    }
-    case v1::StepSpec::kGraphSha256: {
-      if (!IsSha256Hex(spec.graph_sha256())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "step.graph_sha256: want 64 lower-case hex digits, got ",
-            QuoteInput(spec.graph_sha256())));
-      }
-      std::shared_ptr<const Graph> stored =
-          graphs == nullptr ? nullptr : graphs->Find(spec.graph_sha256());
-      if (stored == nullptr) {
-        return absl::NotFoundError(absl::StrCat(
-            "step.graph_sha256: no graph ", spec.graph_sha256(),
-            " is stored here (it expired, or another server holds it): send "
-            "it with PutGraph or inline"));
-      }
-      step.graph = *stored;
-      break;
-    }
-    case v1::StepSpec::kWorkload: {
-      SLACKSWAP_ASSIGN_OR_RETURN(
-          step.graph,
-          ResolveWorkload(spec.workload(), "step.workload", limits));
-      break;
-    }
-    default:
-      return absl::InvalidArgumentError(
-          "step: set graph_inline, graph_sha256 or workload");
-  }
-  switch (spec.hardware_case()) {
-    case v1::StepSpec::kHardwareInline: {
-      absl::StatusOr<Hardware> hw = HardwareFromProto(spec.hardware_inline());
-      if (!hw.ok()) return InField("step.hardware_inline", hw.status());
-      step.hw = *std::move(hw);
-      break;
-    }
-    case v1::StepSpec::kHardwareName: {
-      absl::StatusOr<Hardware> hw = FindHardware(spec.hardware_name());
-      if (!hw.ok()) return InField("step.hardware_name", hw.status());
-      step.hw = *std::move(hw);
-      break;
-    }
-    default:
-      return absl::InvalidArgumentError(
-          "step: set hardware_inline or hardware_name");
-  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      step.graph,
+      ResolveGraph(spec.has_graph_inline() ? &spec.graph_inline() : nullptr,
+                   spec.graph_case() == v1::StepSpec::kGraphSha256
+                       ? &spec.graph_sha256()
+                       : nullptr,
+                   spec.has_workload() ? &spec.workload() : nullptr, "step.",
+                   limits, stop, graphs));
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      step.hw,
+      ResolveHardware(
+          spec.has_hardware_inline() ? &spec.hardware_inline() : nullptr,
+          spec.hardware_case() == v1::StepSpec::kHardwareName
+              ? &spec.hardware_name()
+              : nullptr,
+          "step."));
   return step;
 }
 

@@ -43,6 +43,24 @@ absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
                                          const CoreLimits& limits,
                                          const StopFn& stop);
 
+// The graph of whichever of an inline graph, a stored graph's digest (from
+// `graphs`; NOT_FOUND when it is null or lacks it) or a workload is
+// non-null; errors name prefix + the field (prefix e.g. "step."). None:
+// INVALID_ARGUMENT.
+absl::StatusOr<Graph> ResolveGraph(const v1::OperatorGraph* inline_graph,
+                                   const std::string* graph_sha256,
+                                   const v1::WorkloadRef* workload,
+                                   const std::string& prefix,
+                                   const CoreLimits& limits, const StopFn& stop,
+                                   GraphSource* graphs);
+
+// An inline profile (validated) or a catalog name, whichever is non-null;
+// errors name prefix + "hardware_inline" or "hardware_name" (prefix e.g.
+// "step."). Neither: INVALID_ARGUMENT.
+absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
+                                         const std::string* name,
+                                         const std::string& prefix);
+
 // Builds the named workload with the reference's overrides; errors name
 // `field` (e.g. "step.workload"). RESOURCE_EXHAUSTED above limits.
 absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,

@@ -66,6 +66,14 @@ std::string ChromeTraceJson(const v1::SimulationResult& r,
                     Us(s.time_ns()),
                     ",\"args\":{\"activation_bytes\":", s.activation_bytes(),
                     ",\"transient_bytes\":", s.transient_bytes(), "}}");
+    // The caching allocator's own track, where the device was modelled.
+    if (r.has_device()) {
+      absl::StrAppend(
+          &out, ",\n{\"name\":\"allocator\",\"ph\":\"C\",\"pid\":1,\"ts\":",
+          Us(s.time_ns()),
+          ",\"args\":{\"allocated_bytes\":", s.allocated_bytes(),
+          ",\"reserved_bytes\":", s.reserved_bytes(), "}}");
+    }
   }
   absl::StrAppend(&out, "\n]}\n");
   return out;

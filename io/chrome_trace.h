@@ -1,7 +1,8 @@
 // Writes a simulated step as Chrome trace-event JSON, which Perfetto
 // (ui.perfetto.dev) and chrome://tracing open: one thread per stream
-// (compute, D2H, H2D) and a counter track for activation and transient
-// memory.
+// (compute, D2H, H2D), a counter track for activation and transient
+// memory and, where the device was modelled, one for the caching
+// allocator's allocated and reserved bytes.
 //
 //   v1::SimulationResult r = ...;  // simulated with events recorded
 //   std::string json = ChromeTraceJson(r, "gpt2-xl");

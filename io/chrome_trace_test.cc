@@ -38,5 +38,19 @@ TEST(ChromeTraceTest, IsValidJsonWithStreamsAndMemory) {
   EXPECT_THAT(json, HasSubstr("\"activation_bytes\":10"));
 }
 
+TEST(ChromeTraceTest, TheAllocatorHasACounterTrackWhereModelled) {
+  v1::SimulationResult r;
+  v1::MemoryPoint* m = r.add_memory_timeline();
+  m->set_time_ns(2000);
+  m->set_allocated_bytes(512);
+  m->set_reserved_bytes(2097152);
+  EXPECT_THAT(ChromeTraceJson(r, "g"), ::testing::Not(HasSubstr("allocator")));
+  r.mutable_device()->set_peak_reserved_bytes(2097152);
+  const std::string json = ChromeTraceJson(r, "g");
+  EXPECT_THAT(json, HasSubstr("{\"name\":\"allocator\",\"ph\":\"C\",\"pid\":1,"
+                              "\"ts\":2.000,\"args\":{\"allocated_bytes\":512,"
+                              "\"reserved_bytes\":2097152}}"));
+}
+
 }  // namespace
 }  // namespace slackswap

@@ -356,6 +356,9 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareProfile& pb) {
     *ns = UsToNs(us);
   }
   hw.pinned_host_memory_bytes = pb.pinned_host_memory_bytes();
+  if (pb.has_framework_reserve_bytes()) {
+    hw.framework_reserve_bytes = pb.framework_reserve_bytes();
+  }
   SLACKSWAP_RETURN_IF_ERROR(ValidateHardware(hw));
   return hw;
 }
@@ -384,6 +387,7 @@ v1::HardwareProfile HardwareToProto(const Hardware& hw) {
   pb.set_transfer_latency_us(hw.transfer_latency_ns / 1e3);
   pb.set_kernel_launch_us(hw.kernel_launch_ns / 1e3);
   pb.set_pinned_host_memory_bytes(hw.pinned_host_memory_bytes);
+  pb.set_framework_reserve_bytes(hw.framework_reserve_bytes);
   return pb;
 }
 
@@ -510,6 +514,8 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
     p->set_time_ns(s.time_ns);
     p->set_activation_bytes(s.activation_bytes);
     p->set_transient_bytes(s.transient_bytes);
+    p->set_allocated_bytes(s.allocated_bytes);
+    p->set_reserved_bytes(s.reserved_bytes);
   }
   for (const SimEvent& e : r.events) {
     v1::StreamEvent* out = pb.add_events();
@@ -543,6 +549,29 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
   pb.set_swapped_tensors(r.swapped_tensors);
   pb.set_recomputed_tensors(r.recomputed_tensors);
   pb.set_events_processed(r.events_processed);
+  pb.set_peak_transient_ns(r.peak_transient_ns);
+  if (r.device.has_value()) *pb.mutable_device() = DeviceToProto(*r.device);
+  return pb;
+}
+
+v1::DeviceMemory DeviceToProto(const DeviceReport& d) {
+  v1::DeviceMemory pb;
+  pb.set_capacity_bytes(d.capacity_bytes);
+  pb.set_framework_reserve_bytes(d.reserve_bytes);
+  pb.set_headroom_bytes(d.headroom_bytes);
+  pb.set_peak_live_bytes(d.peak_live_bytes);
+  pb.set_peak_live_ns(d.peak_live_ns);
+  pb.set_peak_allocated_bytes(d.peak_allocated_bytes);
+  pb.set_peak_allocated_ns(d.peak_allocated_ns);
+  pb.set_peak_reserved_bytes(d.peak_reserved_bytes);
+  pb.set_peak_reserved_ns(d.peak_reserved_ns);
+  pb.set_peak_reserved_step(d.peak_reserved_step);
+  pb.set_fragmentation_bytes(d.fragmentation_bytes);
+  pb.set_segments(d.segments);
+  pb.set_steps(d.steps);
+  pb.set_expandable_segments(d.expandable_segments);
+  pb.set_required_bytes(d.required_bytes);
+  pb.set_fits_device(d.fits);
   return pb;
 }
 

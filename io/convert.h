@@ -40,6 +40,7 @@ v1::Plan PlanToProto(const Plan& plan, const Graph& g,
                      bool include_kept = true);
 
 v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g);
+v1::DeviceMemory DeviceToProto(const DeviceReport& d);
 
 }  // namespace slackswap
 

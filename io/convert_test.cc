@@ -123,6 +123,46 @@ TEST(ConvertTest, HardwareRoundTripsAndIsValidated) {
   pb.set_transfer_latency_us(std::nan(""));
   EXPECT_THAT(std::string(HardwareFromProto(pb).status().message()),
               HasSubstr("transfer_latency_us"));
+  // The framework reserve: absent is the default, present is checked.
+  pb = HardwareToProto(*hw);
+  EXPECT_EQ(pb.framework_reserve_bytes(), kDefaultFrameworkReserveBytes);
+  pb.clear_framework_reserve_bytes();
+  EXPECT_EQ(HardwareFromProto(pb)->framework_reserve_bytes,
+            kDefaultFrameworkReserveBytes);
+  pb.set_framework_reserve_bytes(2'500'000'000);
+  EXPECT_EQ(HardwareFromProto(pb)->framework_reserve_bytes, 2'500'000'000);
+  pb.set_framework_reserve_bytes(-1);
+  EXPECT_THAT(std::string(HardwareFromProto(pb).status().message()),
+              HasSubstr("framework_reserve_bytes"));
+}
+
+TEST(ConvertTest, TheDeviceAndTheAllocatorTimelineReachTheProto) {
+  SimResult r;
+  r.peak_transient_ns = 7;
+  r.timeline.push_back({10, 1, 2, 3, 4});
+  DeviceReport d;
+  d.capacity_bytes = 100;
+  d.reserve_bytes = 10;
+  d.headroom_bytes = 5;
+  d.peak_reserved_bytes = 60;
+  d.peak_reserved_step = 2;
+  d.required_bytes = 75;
+  d.fits = true;
+  r.device = d;
+  Graph g;
+  const v1::SimulationResult pb = ResultToProto(r, g);
+  EXPECT_EQ(pb.peak_transient_ns(), 7);
+  EXPECT_EQ(pb.memory_timeline(0).allocated_bytes(), 3);
+  EXPECT_EQ(pb.memory_timeline(0).reserved_bytes(), 4);
+  ASSERT_TRUE(pb.has_device());
+  EXPECT_EQ(pb.device().capacity_bytes(), 100);
+  EXPECT_EQ(pb.device().framework_reserve_bytes(), 10);
+  EXPECT_EQ(pb.device().headroom_bytes(), 5);
+  EXPECT_EQ(pb.device().peak_reserved_step(), 2);
+  EXPECT_EQ(pb.device().required_bytes(), 75);
+  EXPECT_TRUE(pb.device().fits_device());
+  r.device.reset();
+  EXPECT_FALSE(ResultToProto(r, g).has_device());
 }
 
 TEST(ConvertTest, PlansRoundTripByWireIds) {

@@ -255,6 +255,9 @@ absl::Status ValidateHardware(const Hardware& hw) {
                  "bytes"},
            Range{"copy_engines", static_cast<double>(hw.copy_engines), 1, 64,
                  ""},
+           Range{"framework_reserve_bytes",
+                 static_cast<double>(hw.framework_reserve_bytes), 0,
+                 hw.memory_gb * 1e9, "bytes"},
        }) {
     if (!(r.value >= r.lo && r.value <= r.hi)) {  // NaN fails too
       return FieldError(hw, r.name,

@@ -16,6 +16,13 @@
 namespace slackswap {
 
 enum class Duplex : uint8_t { kFull, kHalf, kPartial };
+
+// What the framework holds on a GPU outside its caching allocator: the CUDA
+// context with the kernels' modules loaded, and the libraries' workspaces
+// (cuBLAS, cuDNN). A round default for a PyTorch training process; a profile
+// overrides it with what it measured (torch.cuda.mem_get_info() against
+// memory_reserved()).
+inline constexpr int64_t kDefaultFrameworkReserveBytes = 1'000'000'000;
 enum class Direction : uint8_t { kD2H, kH2D };
 
 struct Hardware {
@@ -43,6 +50,8 @@ struct Hardware {
   int64_t transfer_latency_ns = 0;
   int64_t kernel_launch_ns = 0;
   int64_t pinned_host_memory_bytes = 0;
+  // Device memory the allocator cannot use (kDefaultFrameworkReserveBytes).
+  int64_t framework_reserve_bytes = kDefaultFrameworkReserveBytes;
 
   // Both copy directions may run at once: a duplex link and an engine each.
   bool ConcurrentCopies() const {

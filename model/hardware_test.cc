@@ -247,11 +247,29 @@ TEST(HardwareValidateTest, RejectsBadFieldsNamingThem) {
   hw = base;
   hw.copy_engines = 0;
   ExpectInvalid(hw, "copy_engines");
+  hw = base;
+  hw.framework_reserve_bytes = -1;
+  ExpectInvalid(hw, "framework_reserve_bytes must be in [0, ");
+  hw = base;
+  hw.framework_reserve_bytes =
+      static_cast<int64_t>(hw.memory_gb * 1e9) + 1;  // more than the GPU
+  ExpectInvalid(hw, "framework_reserve_bytes");
+  hw = base;
+  hw.framework_reserve_bytes = static_cast<int64_t>(hw.memory_gb * 1e9);
+  EXPECT_TRUE(ValidateHardware(hw).ok());
 
   hw = base;
   hw.name.clear();
   hw.h2d_gbps = 0;
   ExpectInvalid(hw, "<unnamed>");
+}
+
+TEST(HardwareTest, EveryProfileHasTheDefaultFrameworkReserve) {
+  for (const Hardware& hw : HardwareCatalog()) {
+    EXPECT_EQ(hw.framework_reserve_bytes, kDefaultFrameworkReserveBytes)
+        << hw.name;
+  }
+  EXPECT_EQ(kDefaultFrameworkReserveBytes, 1'000'000'000);
 }
 
 TEST(HardwareValidateTest, AcceptsZeroLatencyAndUnknownInformationalPeaks) {

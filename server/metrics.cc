@@ -6,6 +6,7 @@
 #include "CivetServer.h"
 #include "absl/strings/str_cat.h"
 #include "civetweb.h"
+#include "core/fit_verdicts.h"
 #include "prometheus/text_serializer.h"
 
 namespace slackswap {
@@ -131,7 +132,14 @@ ServiceMetrics::ServiceMetrics(const std::string& version,
       graph_ops_(NewHistogram(*registry_, "slackswap_graph_ops",
                               "Ops in each graph the service was asked to "
                               "plan.")
-                     .Add({}, GraphOpsBuckets())) {
+                     .Add({}, GraphOpsBuckets())),
+      fit_family_(NewCounter(*registry_, "slackswap_fit_profiles_total",
+                             "Hardware profiles Fit requests were answered "
+                             "for, by verdict: fits (as it is), "
+                             "fits_with_plan, does_not_fit.")) {
+  for (const char* verdict : kFitVerdicts) {
+    fit_profiles_[verdict] = &fit_family_.Add({{"verdict", verdict}});
+  }
   NewGauge(*registry_, "slackswap_build_info",
            "Build of the running service; always 1.")
       .Add({{"version", version}, {"commit", commit}})
@@ -299,6 +307,11 @@ void ServiceMetrics::PolicyRun(const std::string& policy,
   histograms.planner_seconds->Observe(planner_seconds);
   histograms.simulator_seconds->Observe(simulator_seconds);
   if (feasible) histograms.retained->Observe(retained);
+}
+
+void ServiceMetrics::FitProfile(const std::string& verdict) {
+  auto it = fit_profiles_.find(verdict);
+  if (it != fit_profiles_.end()) it->second->Increment();
 }
 
 std::string ServiceMetrics::Scrape() const {

@@ -26,6 +26,7 @@
 //   slackswap_planner_seconds{policy}              histogram
 //   slackswap_simulator_seconds{policy}            histogram
 //   slackswap_throughput_retained{policy}          histogram (feasible runs)
+//   slackswap_fit_profiles_total{verdict}          counter (Fit answers)
 //   slackswap_build_info{version,commit}           gauge, always 1
 //
 // Every label value becomes a time series that lives as long as this object,
@@ -132,6 +133,11 @@ class ServiceMetrics {
   void PolicyRun(const std::string& policy, double planner_seconds,
                  double simulator_seconds, double retained, bool feasible);
 
+  // A Fit request answered for one hardware profile: `verdict` is one of
+  // kFitVerdicts (core/planning_core.h): fits, fits_with_plan or
+  // does_not_fit. Each verdict's series exists from the start, at 0.
+  void FitProfile(const std::string& verdict);
+
   // The whole registry in the Prometheus text exposition format.
   std::string Scrape() const;
 
@@ -173,6 +179,9 @@ class ServiceMetrics {
   prometheus::Counter& cache_misses_;
   prometheus::Counter& coalesced_;
   prometheus::Histogram& graph_ops_;
+  prometheus::Family<prometheus::Counter>& fit_family_;
+  // By verdict, created in the constructor.
+  absl::flat_hash_map<std::string, prometheus::Counter*> fit_profiles_;
 
   mutable Mutex mu_;
   absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Counter*>

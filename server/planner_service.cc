@@ -43,6 +43,9 @@ class MetricsObserver : public CoreObserver {
     metrics_->PolicyRun(policy, planner_seconds, simulator_seconds, retained,
                         feasible);
   }
+  void FitProfile(const std::string& verdict) override {
+    metrics_->FitProfile(verdict);
+  }
 
  private:
   ServiceMetrics* const metrics_;
@@ -174,9 +177,16 @@ class PlannerService::UnaryCall : public grpc::ServerUnaryReactor {
 };
 
 const std::vector<std::string>& PlannerService::MethodNames() {
-  static const auto* const names = new std::vector<std::string>{
-      "Plan",          "Sweep",       "Simulate",   "ListHardwareProfiles",
-      "ListWorkloads", "GetWorkload", "ServerInfo", "PutGraph"};
+  static const auto* const names =
+      new std::vector<std::string>{"Plan",
+                                   "Sweep",
+                                   "Simulate",
+                                   "ListHardwareProfiles",
+                                   "ListWorkloads",
+                                   "GetWorkload",
+                                   "ServerInfo",
+                                   "PutGraph",
+                                   "Fit"};
   return *names;
 }
 
@@ -448,6 +458,16 @@ grpc::ServerUnaryReactor* PlannerService::Simulate(
       "Simulate", ctx, raw, resp,
       [this](const v1::SimulateRequest& req, const StopFn& stop) {
         return core_.SimulateStep(req, stop);
+      });
+}
+
+grpc::ServerUnaryReactor* PlannerService::Fit(grpc::CallbackServerContext* ctx,
+                                              const grpc::ByteBuffer* raw,
+                                              grpc::ByteBuffer* resp) {
+  return Answer<v1::FitRequest>(
+      "Fit", ctx, raw, resp,
+      [this](const v1::FitRequest& req, const StopFn& stop) {
+        return core_.FitStep(req, stop);
       });
 }
 

@@ -85,7 +85,8 @@ using RawPlannerService = v1::Planner::WithRawCallbackMethod_Plan<
                     v1::Planner::WithRawCallbackMethod_GetWorkload<
                         v1::Planner::WithRawCallbackMethod_ServerInfo<
                             v1::Planner::WithRawCallbackMethod_PutGraph<
-                                v1::Planner::Service>>>>>>>>;
+                                v1::Planner::WithRawCallbackMethod_Fit<
+                                    v1::Planner::Service>>>>>>>>>;
 
 class PlannerService final : public RawPlannerService {
  public:
@@ -114,6 +115,11 @@ class PlannerService final : public RawPlannerService {
   grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* ctx,
                                        const grpc::ByteBuffer* req,
                                        grpc::ByteBuffer* resp) override;
+  // Plans once per profile: admitted by cost (core/admission.h) like Plan,
+  // on the worker pool; not cached.
+  grpc::ServerUnaryReactor* Fit(grpc::CallbackServerContext* ctx,
+                                const grpc::ByteBuffer* req,
+                                grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* PutGraph(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* req,
                                      grpc::ByteBuffer* resp) override;

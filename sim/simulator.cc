@@ -81,6 +81,7 @@ class Engine {
     result_.static_bytes = g_.index.static_bytes;
     result_.swapped_tensors = s_.swapped_tensors;
     result_.recomputed_tensors = s_.recomputed_tensors;
+    if (opts_.device.enabled) device_.emplace(g_, hw_, opts_.device);
     Sample();
 
     const int32_t num_tasks = static_cast<int32_t>(s_.tasks.size());
@@ -129,6 +130,10 @@ class Engine {
       result_.timeline =
           DownsampleTimeline(result_.timeline, opts_.timeline_points);
     }
+    if (device_.has_value()) {
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          result_.device, device_->Finish(result_.feasible, opts_.should_stop));
+    }
     return std::move(result_);
   }
 
@@ -151,34 +156,53 @@ class Engine {
     return act_ + activation <= opts_.budget_bytes;
   }
 
-  void Allocate(int32_t t) { (IsActivation(t) ? act_ : trans_) += Bytes(t); }
-  void Release(int32_t t) { (IsActivation(t) ? act_ : trans_) -= Bytes(t); }
+  void Allocate(int32_t t) {
+    (IsActivation(t) ? act_ : trans_) += Bytes(t);
+    if (device_.has_value()) device_->Allocate(t, Bytes(t), now_);
+  }
+  void Release(int32_t t) {
+    (IsActivation(t) ? act_ : trans_) -= Bytes(t);
+    if (device_.has_value()) device_->Free(t, now_);
+  }
 
   void Sample() {
     if (act_ > result_.peak_activation_bytes) {
       result_.peak_activation_bytes = act_;
       result_.peak_activation_ns = now_;
     }
-    result_.peak_transient_bytes =
-        std::max(result_.peak_transient_bytes, trans_);
+    if (trans_ > result_.peak_transient_bytes) {
+      result_.peak_transient_bytes = trans_;
+      result_.peak_transient_ns = now_;
+    }
+    int64_t allocated = 0;
+    int64_t reserved = 0;
+    if (device_.has_value()) {
+      device_->Live(result_.static_bytes + act_ + trans_, now_);
+      allocated = device_->allocated_bytes();
+      reserved = device_->reserved_bytes();
+    }
     if (!opts_.record_timeline) return;
     std::vector<MemorySample>& tl = result_.timeline;
-    if (!tl.empty() && tl.back().activation_bytes == act_ &&
-        tl.back().transient_bytes == trans_) {
-      return;
+    const MemorySample now = {now_, act_, trans_, allocated, reserved};
+    if (!tl.empty()) {
+      MemorySample& last = tl.back();
+      if (last.activation_bytes == act_ && last.transient_bytes == trans_ &&
+          last.allocated_bytes == allocated &&
+          last.reserved_bytes == reserved) {
+        return;
+      }
+      // Changes at one instant make one point, except that a fall after a
+      // rise keeps both (two points at one time): a zero-duration task's
+      // allocations must not vanish from the timeline, whose maximum is the
+      // reported peak.
+      if (last.time_ns == now_ && act_ >= last.activation_bytes &&
+          trans_ >= last.transient_bytes && allocated >= last.allocated_bytes &&
+          reserved >= last.reserved_bytes) {
+        last = now;
+        return;
+      }
     }
-    // Changes at one instant make one point, except that a fall after a
-    // rise keeps both (two points at one time): a zero-duration task's
-    // allocations must not vanish from the timeline, whose maximum is the
-    // reported peak.
-    if (!tl.empty() && tl.back().time_ns == now_ &&
-        act_ >= tl.back().activation_bytes &&
-        trans_ >= tl.back().transient_bytes) {
-      tl.back().activation_bytes = act_;
-      tl.back().transient_bytes = trans_;
-    } else {
-      tl.push_back({now_, act_, trans_});
-    }
+    tl.push_back(now);
   }
 
   void Record(StreamId stream, EventType type, int32_t index, int64_t start) {
@@ -238,6 +262,9 @@ class Engine {
     const Task& task = s_.tasks[task_];
     for (int32_t t : s_.allocs.Of(task_)) Allocate(t);
     trans_ += task.workspace_bytes;
+    if (device_.has_value()) {
+      device_->Allocate(device_->WorkspaceKey(), task.workspace_bytes, now_);
+    }
     Sample();
     for (int32_t t : s_.prefetches.Of(task_)) {
       queue_[kH2D].push_back({t, now_});
@@ -251,6 +278,8 @@ class Engine {
 
   void FinishTask() {
     const Task& task = s_.tasks[task_];
+    // The workspace goes back with the kernel, before the tensors it read.
+    if (device_.has_value()) device_->Free(device_->WorkspaceKey(), now_);
     for (int32_t t : s_.frees.Of(task_)) Release(t);
     trans_ -= task.workspace_bytes;
     for (int32_t t : s_.forward_done.Of(task_)) ReleaseSwapped(t);
@@ -318,7 +347,7 @@ class Engine {
       result_.peak_pinned_host_bytes =
           std::max(result_.peak_pinned_host_bytes, host_);
     } else {
-      act_ += bytes;  // reserved when the prefetch starts
+      Allocate(t);  // reserved when the prefetch starts
       Sample();
     }
     queue_[dir].pop_front();
@@ -422,6 +451,7 @@ class Engine {
   const SimOptions& opts_;
 
   SimResult result_;
+  std::optional<DeviceTracker> device_;
   int64_t now_ = 0;
   int64_t act_ = 0;
   int64_t trans_ = 0;
@@ -492,6 +522,8 @@ std::vector<MemorySample> DownsampleTimeline(
     MemorySample& m = out.back();
     m.activation_bytes = std::max(m.activation_bytes, s.activation_bytes);
     m.transient_bytes = std::max(m.transient_bytes, s.transient_bytes);
+    m.allocated_bytes = std::max(m.allocated_bytes, s.allocated_bytes);
+    m.reserved_bytes = std::max(m.reserved_bytes, s.reserved_bytes);
   }
   return out;
 }

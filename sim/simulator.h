@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "model/graph.h"
 #include "model/hardware.h"
 #include "model/plan.h"
+#include "sim/device_memory.h"
 #include "sim/schedule.h"
 
 namespace slackswap {
@@ -59,6 +61,10 @@ struct SimOptions {
   std::function<bool()> should_stop;
   // Simulate() lowers the plan under this bound (see LoweringLimits).
   int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
+  // Whole-device accounting through the caching-allocator model
+  // (device_memory.h): off unless asked for, since it costs more than the
+  // rest of the simulation (docs/PERFORMANCE.md).
+  DeviceOptions device;
 };
 
 enum class StreamId : uint8_t { kCompute, kD2H, kH2D };
@@ -76,6 +82,10 @@ struct MemorySample {
   int64_t time_ns;
   int64_t activation_bytes;
   int64_t transient_bytes;
+  // The caching-allocator model's allocated blocks and reserved segments
+  // (0 unless SimOptions::device is enabled; static tensors included).
+  int64_t allocated_bytes = 0;
+  int64_t reserved_bytes = 0;
 };
 
 struct SimResult {
@@ -88,6 +98,7 @@ struct SimResult {
   // When the activation peak was first reached: where a budget binds.
   int64_t peak_activation_ns = 0;
   int64_t peak_transient_bytes = 0;
+  int64_t peak_transient_ns = 0;
   int64_t budget_bytes = 0;
   int64_t d2h_bytes = 0;
   int64_t h2d_bytes = 0;
@@ -103,6 +114,8 @@ struct SimResult {
   int64_t events_processed = 0;
   std::vector<MemorySample> timeline;
   std::vector<SimEvent> events;
+  // With SimOptions::device enabled: the whole device.
+  std::optional<DeviceReport> device;
 };
 
 // REQUIRES: IndexGraph(g) succeeded and hw passed ValidateHardware.

@@ -36,6 +36,7 @@
 #include "planner/policy.h"
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/planner_service.pb.h"
+#include "slackswap/v1/report.pb.h"
 #include "slackswap/v1/simulation.pb.h"
 #include "testing/doc_tables.h"
 #include "testing/hostile_graphs.h"
@@ -400,8 +401,8 @@ TEST(BadInputTest, UnknownFileExtension) {
 TEST(HelpTest, ListsTheCommandsAndTheRegistries) {
   Outcome o = Slackswap({"--help"});
   EXPECT_EQ(o.code, 0) << o;
-  for (const char* command :
-       {"simulate", "plan", "sweep", "table", "workload", "list", "health"}) {
+  for (const char* command : {"simulate", "plan", "fit", "sweep", "table",
+                              "workload", "list", "health"}) {
     EXPECT_THAT(o.out, HasSubstr(absl::StrCat("\n  ", command, " "))) << o;
   }
   for (const std::string& name : PolicyNames()) {
@@ -695,6 +696,187 @@ TEST(HostileTest, AMillionOpChainRecomputedWholeSimulatesLocally) {
   ASSERT_TRUE(o.exited) << o;
   EXPECT_EQ(o.code, 0) << o;
   EXPECT_THAT(o.out, HasSubstr("recomputed        500000 tensors"));
+}
+
+// --- Will it fit? -----------------------------------------------------------
+
+// README.md's "Will it fit?" table, answer for answer: each row's command
+// run as written (paths under tests/ from the source tree), its "device:"
+// line (plan) or its ranking (fit) as the row's answer.
+TEST(GoldenTest, TheWillItFitCasesAreWhatTheReadmeSays) {
+  const std::vector<std::vector<std::string>> rows = testing::MarkdownTable(
+      testing::SourceFile("README.md"), "| case | command | answer |");
+  ASSERT_EQ(rows.size(), 4u);
+  for (const std::vector<std::string>& row : rows) {
+    SCOPED_TRACE(row[0]);
+    ASSERT_EQ(row.size(), 3u);
+    std::string command = row[1];
+    ASSERT_TRUE(absl::StartsWith(command, "`slackswap ")) << command;
+    command = command.substr(11, command.size() - 12);
+    std::vector<std::string> args = absl::StrSplit(command, ' ');
+    for (std::string& a : args) {
+      if (absl::StartsWith(a, "tests/")) {
+        a = absl::StrCat(SLACKSWAP_SOURCE_DIR, "/", a);
+      }
+    }
+    Outcome o = Slackswap(args);
+    ASSERT_EQ(o.code, 0) << o;
+    std::string answer;
+    if (args[0] == "plan") {
+      for (absl::string_view l : absl::StrSplit(o.out, '\n')) {
+        if (absl::StartsWith(l, "  device: "))
+          answer = std::string(l.substr(10));
+      }
+    } else {
+      // The fit table's hardware column, in rank order.
+      std::vector<std::string> ranked;
+      for (absl::string_view l : absl::StrSplit(o.out, '\n')) {
+        std::vector<std::string> words =
+            absl::StrSplit(l, ' ', absl::SkipEmpty());
+        if (words.size() > 2 &&
+            std::all_of(words[0].begin(), words[0].end(), ::isdigit)) {
+          ranked.push_back(words[1]);
+        }
+      }
+      answer = absl::StrJoin(ranked, ", ");
+    }
+    EXPECT_EQ(answer, row[2]) << o.out;
+  }
+}
+
+// README.md's first example, line for line.
+TEST(GoldenTest, TheReadmeSimulateExampleIsWhatTheCommandPrints) {
+  const std::string readme = testing::SourceFile("README.md");
+  const std::string start = "$ slackswap simulate --workload gpt2-xl\n";
+  const size_t at = readme.find(start);
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = readme.find("\n\n", at);
+  const std::string example =
+      readme.substr(at + start.size(), end - at - start.size() + 1);
+  Outcome o = Slackswap({"simulate", "--workload", "gpt2-xl"});
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_EQ(o.out, example);
+}
+
+TEST(DeviceTest, SimulateSaysWhetherTheStepFitsTheDevice) {
+  v1::SimulationResult forty =
+      SimulateJson({"simulate", "--workload", "llama-7b", "--hardware",
+                    "a100-40gb-pcie4", "--json"});
+  EXPECT_TRUE(forty.feasible());
+  ASSERT_TRUE(forty.has_device());
+  EXPECT_FALSE(forty.device().fits_device());
+  EXPECT_EQ(forty.device().capacity_bytes(), 40'000'000'000);
+  EXPECT_GT(forty.device().peak_reserved_bytes(),
+            forty.static_bytes() + forty.peak_activation_bytes());
+  EXPECT_GE(forty.device().peak_reserved_bytes(),
+            forty.device().peak_allocated_bytes());
+  // The timeline carries the allocator's counters.
+  int64_t reserved = 0;
+  for (const v1::MemoryPoint& p : forty.memory_timeline()) {
+    reserved = std::max(reserved, p.reserved_bytes());
+  }
+  EXPECT_GT(reserved, 0);
+  EXPECT_LE(reserved, forty.device().peak_reserved_bytes());
+  v1::SimulationResult expandable =
+      SimulateJson({"simulate", "--workload", "llama-7b", "--hardware",
+                    "a100-80gb-pcie4", "--json", "--expandable-segments"});
+  EXPECT_TRUE(expandable.device().expandable_segments());
+  EXPECT_TRUE(expandable.device().fits_device());
+  // The trace has the allocator's counter track.
+  const std::string trace = TempPath("device.json");
+  Outcome t = Slackswap(
+      {"simulate", "--workload", "gpt2-xl", "--layers", "2", "--trace", trace});
+  ASSERT_EQ(t.code, 0) << t;
+  EXPECT_THAT(ReadAll(trace), HasSubstr("\"name\":\"allocator\""));
+  EXPECT_THAT(ReadAll(trace), HasSubstr("\"reserved_bytes\":"));
+  EXPECT_THAT(t.out, HasSubstr("  allocator         allocated "));
+}
+
+TEST(DeviceTest, ABudgetNothingMeetsStillPrintsJson) {
+  Outcome o = Slackswap({"plan", "--workload", "gpt2-xl", "--layers", "1",
+                         "--budget", "1KB", "--policy", "slackswap", "--json"});
+  ASSERT_EQ(o.code, 0) << o;
+  v1::PlanReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &report).ok())
+      << o.out;
+  EXPECT_THAT(report.budget_unmet(), HasSubstr("cannot be met"));
+  ASSERT_EQ(report.results_size(), 1);
+  EXPECT_FALSE(report.results(0).result().feasible());
+  EXPECT_GT(report.results(0).min_budget_bytes(), 1000);
+  Outcome text = Slackswap({"plan", "--workload", "gpt2-xl", "--layers", "1",
+                            "--budget", "1KB", "--policy", "slackswap"});
+  ASSERT_EQ(text.code, 0) << text;
+  EXPECT_THAT(text.out, HasSubstr("budget not met: "));
+  EXPECT_THAT(text.out, HasSubstr("its plans are feasible from"));
+}
+
+TEST(DeviceTest, TheDeviceBudgetFlag) {
+  Outcome o = Slackswap({"plan", "--workload", "llama-7b", "--hardware",
+                         "a100-40gb-pcie4", "--budget", "device:4GB",
+                         "--policy", "slackswap", "--json"});
+  ASSERT_EQ(o.code, 0) << o;
+  v1::PlanReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &report).ok());
+  EXPECT_TRUE(report.budget_device());
+  EXPECT_EQ(report.device().headroom_bytes(), 4'000'000'000);
+  EXPECT_TRUE(report.device().fits_device());
+  const v1::DeviceMemory& d = report.results(0).result().device();
+  EXPECT_LE(d.required_bytes(), d.capacity_bytes());
+  EXPECT_EQ(
+      d.required_bytes(),
+      d.peak_reserved_bytes() + d.framework_reserve_bytes() + 4'000'000'000);
+  for (const char* bad : {"device:", "device:0.5", "device:-1GB", "devices"}) {
+    SCOPED_TRACE(bad);
+    ExpectOneLineError(
+        Slackswap({"plan", "--workload", "gpt2-xl", "--budget", bad}),
+        "INVALID_ARGUMENT", "device");
+  }
+  ExpectOneLineError(
+      Slackswap({"simulate", "--workload", "gpt2-xl", "--budget", "device"}),
+      "INVALID_ARGUMENT", "--budget device is for plan");
+  Outcome help = Slackswap({"plan", "--help"});
+  EXPECT_THAT(Unwrapped(help.out), HasSubstr("or device[:HEADROOM]"));
+  EXPECT_THAT(help.out, HasSubstr("--budget-all-memory"));
+  EXPECT_THAT(help.out, HasSubstr("--expandable-segments"));
+}
+
+TEST(FitTest, RanksTheGivenProfilesAsJsonToo) {
+  Outcome o =
+      Slackswap({"fit", "--workload", "llama-7b", "--hardware",
+                 "a100-40gb-pcie4,a100-80gb-pcie4,h100-pcie5", "--json"});
+  ASSERT_EQ(o.code, 0) << o;
+  v1::FitResponse resp;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &resp).ok())
+      << o.out;
+  ASSERT_EQ(resp.results_size(), 3);
+  EXPECT_EQ(resp.results(0).hardware_name(), "h100-pcie5");
+  EXPECT_EQ(resp.results(1).hardware_name(), "a100-80gb-pcie4");
+  EXPECT_EQ(resp.results(2).hardware_name(), "a100-40gb-pcie4");
+  EXPECT_FALSE(resp.results(2).fits_without_plan());
+  EXPECT_TRUE(resp.results(2).fits_device());
+  Outcome priced =
+      Slackswap({"fit", "--workload", "llama-7b", "--hardware",
+                 "a100-40gb-pcie4,h100-pcie5", "--prices", "1,100"});
+  ASSERT_EQ(priced.code, 0) << priced;
+  EXPECT_THAT(priced.out, HasSubstr("ranked by the cost of 1,000 steps"));
+  EXPECT_THAT(priced.out, HasSubstr("per 1k steps"));
+  ExpectOneLineError(Slackswap({"fit", "--workload", "llama-7b", "--hardware",
+                                "h100-pcie5", "--prices", "1,2"}),
+                     "INVALID_ARGUMENT", "--prices gives 2 prices for 1");
+  ExpectOneLineError(Slackswap({"fit", "--workload", "llama-7b", "--hardware",
+                                "h100-pcie5", "--prices", "-1"}),
+                     "INVALID_ARGUMENT", "price_per_hour");
+  ExpectOneLineError(
+      Slackswap({"fit", "--workload", "llama-7b", "--headroom", "0.5"}),
+      "INVALID_ARGUMENT", "--headroom takes bytes");
+  ExpectOneLineError(
+      Slackswap({"fit", "--workload", "llama-7b", "--target", "2"}),
+      "INVALID_ARGUMENT", "target must be in (0, 1]");
+  Outcome help = Slackswap({"fit", "--help"});
+  EXPECT_THAT(help.out, StartsWith("usage: slackswap fit "));
+  EXPECT_THAT(Unwrapped(help.out),
+              HasSubstr("(default: every catalog profile)"));
+  EXPECT_THAT(help.out, HasSubstr("examples:\n  slackswap fit "));
 }
 
 TEST(PlanTest, PlanNamingAMissingTensorIsRejected) {

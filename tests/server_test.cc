@@ -237,6 +237,82 @@ TEST(ServerPlanTest, RemotePlanEqualsLocalCore) {
   }
 }
 
+// Fit over the wire: the local core's answer, counted by verdict, and
+// admitted by cost like Plan (it plans each profile many times).
+TEST(ServerFitTest, FitIsTheLocalAnswerCountedAndAdmittedByCost) {
+  SlackswapdProcess server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  auto stub = v1::Planner::NewStub(Connect(server));
+  v1::FitRequest req;
+  req.mutable_workload()->set_name("llama-7b");
+  req.add_profiles()->set_hardware_name("a100-40gb-pcie4");
+  req.add_profiles()->set_hardware_name("a100-80gb-pcie4");
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  v1::FitResponse remote;
+  const grpc::Status s = stub->Fit(&ctx, req, &remote);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  absl::StatusOr<v1::FitResponse> mine =
+      PlanningCore(CoreLimits{}).FitStep(req, {});
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  remote.clear_server_seconds();
+  mine->clear_server_seconds();
+  EXPECT_EQ(Deterministic(remote), Deterministic(*mine));
+  ASSERT_EQ(remote.results_size(), 2);
+  EXPECT_EQ(remote.results(0).hardware_name(), "a100-80gb-pcie4");
+  const std::string scrape = Scrape(server);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
+                        {{"method", "Fit"}, {"code", "OK"}}),
+            1);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_fit_profiles_total",
+                        {{"verdict", "fits"}}),
+            1);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_fit_profiles_total",
+                        {{"verdict", "fits_with_plan"}}),
+            1);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_fit_profiles_total",
+                        {{"verdict", "does_not_fit"}}),
+            0);
+  // The CLI's fit prints the same table through the server as locally.
+  const std::vector<std::string> fit = {
+      SLACKSWAP_BIN, "fit",        "--workload",
+      "llama-7b",    "--hardware", "a100-40gb-pcie4,a100-80gb-pcie4"};
+  std::vector<std::string> through = fit;
+  through.insert(through.end(), {"--server", server.target()});
+  const CommandResult via_server = RunCommand(through);
+  const CommandResult local = RunCommand(fit);
+  EXPECT_EQ(via_server.exit_status, 0) << via_server.output;
+  EXPECT_EQ(via_server.output, local.output);
+  EXPECT_THAT(local.output, HasSubstr("a100-40gb-pcie4  with plan"));
+
+  // With one second a request, one Plan of llama-7b is admitted; a Fit over
+  // 16 profiles is refused before any work, with its estimate.
+  SlackswapdProcess strict({"--threads=1", "--max_request_s=1"});
+  ASSERT_TRUE(strict.started()) << strict.error();
+  auto strict_stub = v1::Planner::NewStub(Connect(strict));
+  v1::FitRequest many;
+  many.mutable_workload()->set_name("llama-7b");
+  for (int i = 0; i < 16; ++i) {
+    many.add_profiles()->set_hardware_name("h100-pcie5");
+  }
+  grpc::ClientContext fit_ctx;
+  SetDeadline(fit_ctx);
+  v1::FitResponse refused;
+  const grpc::Status r = strict_stub->Fit(&fit_ctx, many, &refused);
+  EXPECT_EQ(r.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(r.error_message(), HasSubstr("would take an estimated"));
+  v1::PlanRequest plan;
+  plan.mutable_step()->mutable_workload()->set_name("llama-7b");
+  plan.mutable_step()->set_hardware_name("h100-pcie5");
+  plan.set_budget_fraction(0.5);
+  plan.add_policies("slackswap");
+  grpc::ClientContext plan_ctx;
+  SetDeadline(plan_ctx);
+  v1::PlanResponse planned;
+  const grpc::Status p = strict_stub->Plan(&plan_ctx, plan, &planned);
+  EXPECT_TRUE(p.ok()) << p.error_message();
+}
+
 TEST(ServerPlanTest, SecondIdenticalPlanIsACacheHit) {
   SlackswapdProcess server({"--threads=1"});
   ASSERT_TRUE(server.started()) << server.error();
@@ -373,6 +449,7 @@ TEST(ServerCatalogTest, ServerInfoNamesTheBuildTheRegistryAndTheLimits) {
   EXPECT_EQ(info.limits().max_graph_ops(), 5000);
   EXPECT_EQ(info.limits().max_workload_layers(),
             CoreLimits{}.max_workload_layers);
+  EXPECT_EQ(info.limits().max_fit_profiles(), kMaxFitProfiles);
 
   // The CLI lists the same through it.
   const std::string target = server.target();
@@ -517,13 +594,20 @@ TEST(ServerErrorsTest, BadRequestsGetTheRightCodeNamingTheField) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("step"));
 
-  // One byte: no policy can get there.
+  // One byte: no policy can get there. An answer, not an error: the
+  // results, infeasible, and why.
   v1::PlanRequest tiny = Gpt2Plan(2, 0.5, {"slackswap", "recompute_only"});
   tiny.set_budget_bytes(1);
-  s = plan(tiny);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(),
-              HasSubstr("the lowest activation peak reachable is"));
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    v1::PlanResponse resp;
+    s = stub->Plan(&ctx, tiny, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_THAT(resp.report().budget_unmet(),
+                HasSubstr("the lowest activation peak reachable is"));
+    EXPECT_GT(resp.report().results(0).min_budget_bytes(), 1);
+  }
 
   v1::SweepRequest sweep = Gpt2Sweep();
   sweep.add_policies("bogus");
@@ -545,7 +629,7 @@ TEST(ServerErrorsTest, BadRequestsGetTheRightCodeNamingTheField) {
                         {{"method", "Plan"}, {"code", "NOT_FOUND"}}),
             2);
   EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
-                        {{"method", "Plan"}, {"code", "FAILED_PRECONDITION"}}),
+                        {{"method", "Plan"}, {"code", "OK"}}),
             1);
   EXPECT_EQ(CountRequestLines(server, "Plan"), 7);
 }
@@ -1177,7 +1261,7 @@ TEST(ServerReflectionTest, ListsServicesAndServesThePlannerSchema) {
     ++declared;
     EXPECT_NE(planner->FindMethodByName((*it)[1].str()), nullptr) << (*it)[1];
   }
-  EXPECT_GE(declared, 7);
+  EXPECT_GE(declared, 8);
   EXPECT_EQ(planner->method_count(), declared);
   const google::protobuf::MethodDescriptor* sweep =
       planner->FindMethodByName("Sweep");

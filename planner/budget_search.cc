@@ -1,0 +1,178 @@
+#include "planner/budget_search.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "common/status_macros.h"
+
+namespace slackswap {
+namespace {
+
+// Plans and judges one candidate budget, counting evaluations.
+class Evaluator {
+ public:
+  Evaluator(absl::string_view policy, const PlanningContext& ctx,
+            const Judge& judge)
+      : policy_(policy), ctx_(ctx), judge_(judge) {}
+
+  absl::StatusOr<std::pair<Plan, Judgement>> operator()(int64_t budget) {
+    if (ctx_.should_stop && ctx_.should_stop()) {
+      return absl::CancelledError("searching budgets stopped");
+    }
+    ++count_;
+    PlanningContext at = ctx_;
+    at.budget_bytes = budget;
+    SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, MakePlan(policy_, at));
+    SLACKSWAP_ASSIGN_OR_RETURN(Judgement j, judge_(plan, budget));
+    return std::make_pair(std::move(plan), std::move(j));
+  }
+
+  int32_t count() const { return count_; }
+
+ private:
+  const absl::string_view policy_;
+  const PlanningContext& ctx_;
+  const Judge& judge_;
+  int32_t count_ = 0;
+};
+
+// The bisection's stopping width: 0.1% of the unconstrained peak, as
+// MinimumFeasibleBudget.
+int64_t Tolerance(const PlanningContext& ctx) {
+  return std::max<int64_t>(1, ctx.analysis.unconstrained_peak_bytes / 1000);
+}
+
+void Keep(int64_t budget, std::pair<Plan, Judgement>& e, BudgetSearch& out) {
+  out.budget_bytes = budget;
+  out.plan = std::move(e.first);
+  out.result = std::move(e.second.result);
+}
+
+}  // namespace
+
+Judge DeviceJudge(absl::string_view policy, const PlanningContext& ctx,
+                  const SimOptions& report) {
+  return [policy, &ctx, report](const Plan& plan,
+                                int64_t budget) -> absl::StatusOr<Judgement> {
+    PlanningContext at = ctx;
+    at.budget_bytes = budget;
+    Judgement j;
+    SLACKSWAP_ASSIGN_OR_RETURN(j.result,
+                               SimulatePlan(policy, at, plan, report));
+    if (!j.result.feasible || !j.result.device.has_value()) {
+      j.verdict = Verdict::kUnder;
+    } else if (j.result.device->fits) {
+      j.verdict = Verdict::kFits;
+    } else {
+      j.verdict = Verdict::kOver;
+      j.excess =
+          j.result.device->required_bytes - j.result.device->capacity_bytes;
+    }
+    return j;
+  };
+}
+
+Judge AllMemoryJudge(absl::string_view policy, const PlanningContext& ctx,
+                     const SimOptions& report, int64_t all_memory_budget) {
+  SimOptions opts = report;
+  opts.budget_covers_all = true;
+  return [policy, &ctx, opts, all_memory_budget](
+             const Plan& plan, int64_t) -> absl::StatusOr<Judgement> {
+    PlanningContext at = ctx;
+    at.budget_bytes = all_memory_budget;
+    Judgement j;
+    SLACKSWAP_ASSIGN_OR_RETURN(j.result, SimulatePlan(policy, at, plan, opts));
+    j.verdict = j.result.feasible ? Verdict::kFits : Verdict::kOver;
+    return j;
+  };
+}
+
+absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
+                                                  const PlanningContext& ctx,
+                                                  const Judge& judge,
+                                                  int64_t start) {
+  const int64_t tolerance = Tolerance(ctx);
+  Evaluator evaluate(policy, ctx, judge);
+  BudgetSearch out;
+  // Budgets known to exceed the limit start at `over` (-1: none yet); below
+  // `under` the policy has no feasible plan.
+  int64_t over = -1;
+  int64_t under = 0;
+  bool have_nearest = false;
+  int64_t nearest_excess = 0;
+  int64_t next = start;
+  while (evaluate.count() < kMaxSearchEvaluations) {
+    const int64_t lo = out.found ? out.budget_bytes : under;
+    if (evaluate.count() > 0) {
+      // Nothing above `start` to try when it did not exceed the limit.
+      if (over < 0 || over - lo <= tolerance) break;
+      if (!(next > lo && next < over)) next = lo + (over - lo) / 2;
+    }
+    const int64_t budget = next;
+    SLACKSWAP_ASSIGN_OR_RETURN(auto e, evaluate(budget));
+    next = -1;  // bisect unless the excess says where to look
+    switch (e.second.verdict) {
+      case Verdict::kFits:
+        out.found = true;
+        Keep(budget, e, out);
+        break;
+      case Verdict::kUnder:
+        // Above a budget that fits, an infeasible plan bounds the search
+        // like one that exceeds the limit.
+        (out.found ? over : under) = budget;
+        if (!out.found && !have_nearest) Keep(budget, e, out);
+        break;
+      case Verdict::kOver: {
+        over = budget;
+        const int64_t excess = e.second.excess;
+        if (!out.found) {
+          if (excess > 0) next = budget - excess;
+          if (!have_nearest || excess < nearest_excess ||
+              (excess == nearest_excess && budget < out.budget_bytes)) {
+            have_nearest = true;
+            nearest_excess = excess;
+            Keep(budget, e, out);
+          }
+        }
+        break;
+      }
+    }
+  }
+  out.evaluations = evaluate.count();
+  return out;
+}
+
+absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
+                                                     const PlanningContext& ctx,
+                                                     const Judge& judge,
+                                                     double target) {
+  const int64_t peak =
+      std::max<int64_t>(1, ctx.analysis.unconstrained_peak_bytes);
+  const int64_t tolerance = Tolerance(ctx);
+  Evaluator evaluate(policy, ctx, judge);
+  auto retains = [target](const SimResult& r) {
+    return r.feasible && r.throughput_retained >= target;
+  };
+  BudgetSearch out;
+  SLACKSWAP_ASSIGN_OR_RETURN(auto top, evaluate(peak));
+  out.found = retains(top.second.result);
+  Keep(peak, top, out);
+  int64_t lo = 0;  // does not retain the target
+  int64_t hi = peak;
+  while (out.found && hi - lo > tolerance &&
+         evaluate.count() < kMaxSearchEvaluations) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    SLACKSWAP_ASSIGN_OR_RETURN(auto e, evaluate(mid));
+    if (retains(e.second.result)) {
+      hi = mid;
+      Keep(mid, e, out);
+    } else {
+      lo = mid;
+    }
+  }
+  out.evaluations = evaluate.count();
+  return out;
+}
+
+}  // namespace slackswap

@@ -1,0 +1,175 @@
+// The searches over activation budgets, with judges whose answers are known
+// in advance (an activation limit: every budget at or under it fits) and
+// with the device judge on random training steps.
+#include "planner/budget_search.h"
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+#include "planner/analysis.h"
+#include "testing/graph_builder.h"
+#include "testing/random_graphs.h"
+
+namespace slackswap {
+namespace {
+
+struct Fixture {
+  explicit Fixture(testing::RandomStepOptions options = {.forward_ops = 12})
+      : g(testing::RandomTrainingStep(/*seed=*/3, options)) {
+    a = *AnalyzeStep(g, hw);
+    peak = a.unconstrained_peak_bytes;
+    tolerance = std::max<int64_t>(1, peak / 1000);
+  }
+  Graph g;
+  Hardware hw = testing::TestLink();
+  StepAnalysis a;
+  int64_t peak = 0;
+  int64_t tolerance = 0;
+  PlanningContext Context() { return PlanningContext{g, hw, a, peak}; }
+};
+
+// Fits when the plan's simulated activation peak is at most `limit`.
+Judge ActivationLimit(const PlanningContext& ctx, const char* policy,
+                      int64_t limit, int* calls) {
+  return [&ctx, policy, limit, calls](
+             const Plan& plan, int64_t budget) -> absl::StatusOr<Judgement> {
+    ++*calls;
+    PlanningContext at = ctx;
+    at.budget_bytes = budget;
+    Judgement j;
+    absl::StatusOr<SimResult> r = SimulatePlan(policy, at, plan, {});
+    if (!r.ok()) return r.status();
+    j.result = *std::move(r);
+    if (!j.result.feasible) {
+      j.verdict = Verdict::kUnder;
+    } else if (j.result.peak_activation_bytes <= limit) {
+      j.verdict = Verdict::kFits;
+    } else {
+      j.verdict = Verdict::kOver;
+      j.excess = j.result.peak_activation_bytes - limit;
+    }
+    return j;
+  };
+}
+
+TEST(BudgetSearchTest, AStartThatFitsIsTheAnswer) {
+  Fixture f;
+  const PlanningContext ctx = f.Context();
+  int calls = 0;
+  absl::StatusOr<BudgetSearch> s = LargestFittingBudget(
+      "slackswap", ctx, ActivationLimit(ctx, "slackswap", f.peak, &calls),
+      f.peak);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->found);
+  EXPECT_EQ(s->budget_bytes, f.peak);
+  EXPECT_EQ(s->evaluations, 1);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(BudgetSearchTest, FindsTheLargestBudgetUnderALimit) {
+  // A plan for budget B peaks at most at B, so every budget up to the
+  // limit fits: the answer is within the tolerance below it or above.
+  Fixture f;
+  const PlanningContext ctx = f.Context();
+  for (const char* policy : {"recompute_only", "slackswap"}) {
+    SCOPED_TRACE(policy);
+    const int64_t limit = f.peak * 6 / 10;
+    int calls = 0;
+    absl::StatusOr<BudgetSearch> s = LargestFittingBudget(
+        policy, ctx, ActivationLimit(ctx, policy, limit, &calls), f.peak);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(s->found);
+    EXPECT_LE(s->result.peak_activation_bytes, limit);
+    EXPECT_GE(s->budget_bytes, limit - f.tolerance);
+    EXPECT_LE(s->evaluations, kMaxSearchEvaluations);
+    EXPECT_EQ(s->evaluations, calls);
+  }
+}
+
+TEST(BudgetSearchTest, WhenNothingFitsTheNearestPlanComesBack) {
+  Fixture f;
+  const PlanningContext ctx = f.Context();
+  int calls = 0;
+  absl::StatusOr<BudgetSearch> s = LargestFittingBudget(
+      "recompute_only", ctx, ActivationLimit(ctx, "recompute_only", 1, &calls),
+      f.peak);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->found);
+  ASSERT_TRUE(s->result.feasible);
+  // The nearest is the lowest peak the search reached: the policy's lowest.
+  absl::StatusOr<int64_t> lowest = MinimumFeasibleBudget("recompute_only", ctx);
+  ASSERT_TRUE(lowest.ok());
+  EXPECT_LE(s->result.peak_activation_bytes, *lowest + 2 * f.tolerance);
+  EXPECT_LE(s->evaluations, kMaxSearchEvaluations);
+}
+
+TEST(BudgetSearchTest, TheDeviceJudgeFitsTheReservedPeak) {
+  // Tensors of 32 to 512 MiB: well above the allocator's 20 MiB segments.
+  Fixture f({.forward_ops = 12, .min_bytes = 32 << 20, .max_bytes = 512 << 20});
+  // Size the device at 80% of what keeping everything needs.
+  SimOptions report;
+  report.device.enabled = true;
+  f.hw.framework_reserve_bytes = 0;
+  f.hw.memory_gb = 1e6;
+  absl::StatusOr<SimResult> all =
+      Simulate(f.g, f.hw, Plan::KeepAll(f.g), report);
+  ASSERT_TRUE(all.ok());
+  const int64_t keep_all = all->device->required_bytes;
+  f.hw.memory_gb = keep_all * 0.8 / 1e9;
+  const PlanningContext ctx = f.Context();
+  absl::StatusOr<BudgetSearch> s = LargestFittingBudget(
+      "slackswap", ctx, DeviceJudge("slackswap", ctx, report), f.peak);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::cerr << "keep_all " << keep_all << " static " << all->static_bytes
+            << " peak " << f.peak << " reserved "
+            << all->device->peak_reserved_bytes << " evals " << s->evaluations
+            << " budget " << s->budget_bytes << " req "
+            << s->result.device->required_bytes << " feasible "
+            << s->result.feasible << " act " << s->result.peak_activation_bytes
+            << " cap " << s->result.device->capacity_bytes << " live "
+            << s->result.device->peak_live_bytes << " trans "
+            << s->result.peak_transient_bytes << " alloc "
+            << s->result.device->peak_allocated_bytes << " steps "
+            << s->result.device->steps << " allpeaklive "
+            << all->device->peak_live_bytes << "\n";
+  ASSERT_TRUE(s->found);
+  ASSERT_TRUE(s->result.device.has_value());
+  EXPECT_TRUE(s->result.device->fits);
+  EXPECT_LE(s->result.device->required_bytes, s->result.device->capacity_bytes);
+  EXPECT_LT(s->budget_bytes, f.peak);
+  // A device smaller than the static tensors and the least activations
+  // fits nothing; the answer is the plan that needs least.
+  f.hw.memory_gb = 1e-3;
+  absl::StatusOr<BudgetSearch> none = LargestFittingBudget(
+      "slackswap", ctx, DeviceJudge("slackswap", ctx, report), f.peak);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->found);
+  EXPECT_FALSE(none->result.device->fits);
+  EXPECT_LT(none->result.device->required_bytes, keep_all);
+}
+
+TEST(BudgetSearchTest, SmallestBudgetRetainingATarget) {
+  Fixture f;
+  const PlanningContext ctx = f.Context();
+  SimOptions report;
+  report.device.enabled = true;
+  absl::StatusOr<BudgetSearch> s = SmallestBudgetRetaining(
+      "slackswap", ctx, DeviceJudge("slackswap", ctx, report), 0.9);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->found);
+  EXPECT_GE(s->result.throughput_retained, 0.9);
+  EXPECT_LT(s->budget_bytes, f.peak);
+  // Half a tolerance below, the plan no longer retains 90% (or the search
+  // would have gone lower).
+  if (s->budget_bytes > 2 * f.tolerance) {
+    PlanningContext at = ctx;
+    at.budget_bytes = s->budget_bytes - 2 * f.tolerance;
+    absl::StatusOr<PlanOutcome> below = PlanAndSimulate("slackswap", at, {});
+    ASSERT_TRUE(below.ok());
+    EXPECT_FALSE(below->result.feasible &&
+                 below->result.throughput_retained >= 0.9);
+  }
+}
+
+}  // namespace
+}  // namespace slackswap
