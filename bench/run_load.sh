@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Load test of slackswapd on loopback: gpt2-xl Plan calls (slackswap at
 # budget 0.5) at concurrency 1, 8 and 64, with the plan cache off
-# (--cache_mb=0) and on (--cache_mb=64; the requests are identical, so all
-# but the first hit). Each run is bounded in time (LOAD_SECONDS) and count.
+# (--cache_mb=0; a distinct budget per call, so every call plans) and on
+# (--cache_mb=64; the requests are identical, so all but the first hit). Each run is bounded in time (LOAD_SECONDS) and count.
 #
 #   bash bench/run_load.sh [BUILD_DIR]          # default: build
 #   LOAD_SECONDS=3 CONCURRENCY="1 8" bash bench/run_load.sh build-h6
@@ -105,13 +105,17 @@ printf '%-6s %5s %8s %8s %9s %9s %9s %9s %8s %6s %7s %7s\n' cache conc sent \
 failed=0
 for cache_mb in 0 64; do
   start_server "$cache_mb" "$OUT_DIR/slackswapd-cache$cache_mb.log"
+  # Cache off: a distinct budget per call, so that identical calls in
+  # flight do not share one planning; every call plans.
+  distinct=$([[ $cache_mb == 0 ]] && echo 100000 || echo 1)
   for c in $CONCURRENCY; do
     json_file=$OUT_DIR/cache${cache_mb}-c$c.json
     rc=0
     cpu0=$(server_cpu_s)
     "$LOADGEN" --server="127.0.0.1:$PORT" --concurrency="$c" \
       --duration_s="$LOAD_SECONDS" --workload="$WORKLOAD" \
-      --policies="$POLICIES" --json >"$json_file" || rc=$?
+      --policies="$POLICIES" --distinct="$distinct" --json \
+      >"$json_file" || rc=$?
     cpu1=$(server_cpu_s)
     json=$(cat "$json_file")
     if [[ $rc -ne 0 ]]; then

@@ -94,9 +94,11 @@ std::string PlanRequestKey(v1::PlanRequest& req) {
     canonical.DiscardUnknownFields();
     return CanonicalKey(std::move(canonical));
   }
-  std::unique_ptr<v1::OperatorGraph> graph(step->release_graph_inline());
+  // Set aside without a copy, on an arena or not (the unsafe_arena_ pair
+  // moves the pointer only; the graph goes back where it was).
+  v1::OperatorGraph* graph = step->unsafe_arena_release_graph_inline();
   v1::PlanRequest canonical = req;  // small: the graph is set aside
-  step->set_allocated_graph_inline(graph.release());
+  step->unsafe_arena_set_allocated_graph_inline(graph);
   canonical.DiscardUnknownFields();
   canonical.mutable_step()->set_graph_sha256(
       DigestAsIs(step->graph_inline(), nullptr));

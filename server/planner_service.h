@@ -41,6 +41,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/graph_store.h"
 #include "server/memory_budget.h"
+#include "server/memory_trimmer.h"
 #include "server/metrics.h"
 #include "server/plan_cache.h"
 #include "server/request_log.h"
@@ -155,8 +156,8 @@ class PlannerService final : public RawPlannerService {
   // rejection and returns RESOURCE_EXHAUSTED.
   grpc::Status Submit(const char* method, std::function<void()> task);
   // After a call that held `held_bytes`: gives freed memory back to the
-  // system when that was large (options_.trim_after_bytes).
-  void AfterLargeCall(int64_t held_bytes) const;
+  // system shortly, when that was large (options_.trim_after_bytes).
+  void AfterLargeCall(int64_t held_bytes);
   // Whether this cache hit gets a log line (one in
   // options_.log_cache_hits_every).
   bool SampleCacheHitLog();
@@ -189,6 +190,7 @@ class PlannerService final : public RawPlannerService {
   PlanCache cache_;
   SingleFlight flights_;
   WorkQueue pool_;
+  MemoryTrimmer trimmer_;
   // Cache hits answered, for sampling their log lines.
   std::atomic<int64_t> cache_hits_logged_{0};
 };

@@ -1,18 +1,31 @@
 #include "server/work_queue.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
 namespace slackswap {
 
-WorkQueue::WorkQueue(int threads, int max_queue)
+WorkQueue::WorkQueue(int threads, int max_queue, int nice)
     : threads_(threads), max_queue_(max_queue) {
   assert(threads >= 1);
   assert(max_queue >= 1);
+  assert(nice >= 0 && nice <= 19);
   MutexLock lock(&join_mu_);
   workers_.reserve(threads);
   for (int i = 0; i < threads; ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+    workers_.emplace_back([this, nice] {
+      // Linux: a thread's nice value is its own (the tid is a process id
+      // to setpriority).
+      if (nice > 0) {
+        const int inherited = getpriority(PRIO_PROCESS, gettid());
+        setpriority(PRIO_PROCESS, gettid(), std::min(19, inherited + nice));
+      }
+      WorkerLoop();
+    });
   }
 }
 

@@ -31,9 +31,13 @@ namespace slackswap {
 
 class WorkQueue {
  public:
-  // Starts `threads` worker threads at once.
-  // REQUIRES: threads >= 1, max_queue >= 1.
-  WorkQueue(int threads, int max_queue);
+  // Starts `threads` worker threads at once. A `nice` above 0 lowers the
+  // workers' scheduling priority by that much (setpriority), so that
+  // threads outside the pool (the service's gRPC threads answering cache
+  // hits) run first when the cores are busy with tasks; a failure to set it
+  // is ignored.
+  // REQUIRES: threads >= 1, max_queue >= 1, 0 <= nice <= 19.
+  WorkQueue(int threads, int max_queue, int nice = 0);
 
   // Calls Shutdown().
   ~WorkQueue();

@@ -1,5 +1,8 @@
 #include "server/work_queue.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -266,6 +269,22 @@ TEST(WorkQueueTest, ManySubmittersKeepTheBound) {
   queue.Shutdown();
   EXPECT_EQ(ran.load(), accepted.load());
   EXPECT_GT(accepted.load(), 0);
+}
+
+// Workers run at the nice value asked for, above the caller's, which
+// keeps its own.
+TEST(WorkQueueTest, WorkersRunAtTheNiceValueAskedFor) {
+  const int caller = getpriority(PRIO_PROCESS, gettid());
+  if (caller > 14) GTEST_SKIP() << "already at nice " << caller;
+  std::atomic<int> seen{-100};
+  {
+    WorkQueue queue(1, 1, /*nice=*/5);
+    ASSERT_TRUE(
+        queue.TrySubmit([&] { seen = getpriority(PRIO_PROCESS, gettid()); }));
+    queue.Shutdown();
+  }
+  EXPECT_EQ(seen.load(), caller + 5);
+  EXPECT_EQ(getpriority(PRIO_PROCESS, gettid()), caller);
 }
 
 }  // namespace

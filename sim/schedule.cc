@@ -63,15 +63,16 @@ class Lowerer {
     for (int32_t t = 0; t < num_tensors; ++t) {
       if (idx_.producer[t] == kNone) where_[t] = Where::kStatic;
     }
-    prefetch_at_op_.assign(num_ops, {});
+    std::vector<TaskItem> prefetch_points;  // (op, tensor)
     if (with_prefetch_points_) {
       for (int32_t t = 0; t < num_tensors; ++t) {
         const Decision& d = plan_.decisions[t];
         if (d.action == Action::kSwap) {
-          prefetch_at_op_[d.prefetch_after_op].push_back(t);
+          prefetch_points.push_back({d.prefetch_after_op, t});
         }
       }
     }
+    prefetch_at_op_ = BuildLists(prefetch_points, num_ops);
 
     out_.swapped_tensors = plan_.CountAction(Action::kSwap);
     out_.recomputed_tensors = plan_.CountAction(Action::kRecompute);
@@ -168,8 +169,11 @@ class Lowerer {
   // walked with an explicit stack, never by recursion.
   absl::StatusOr<int32_t> EmitReading(const TensorIds& inputs,
                                       const Task& task) {
-    std::vector<Reading> stack;
-    stack.push_back(Reading{&inputs, task, 0, {}});
+    // A member, so that its capacity is reused from op to op.
+    std::vector<Reading>& stack = reading_stack_;
+    stack.clear();
+    restored_.clear();
+    stack.push_back(Reading{&inputs, task});
     while (true) {
       Reading& top = stack.back();
       if (top.next < top.inputs->size()) {
@@ -182,6 +186,7 @@ class Lowerer {
       }
       const int32_t id = Emit(top);
       if (stack.size() == 1) return id;
+      restored_.resize(top.restored_begin);
       stack.pop_back();
     }
   }
@@ -192,23 +197,28 @@ class Lowerer {
     const TensorIds* inputs;
     Task task;
     size_t next = 0;
-    std::vector<int32_t> restored;
+    // What it restores: restored_[restored_begin, restored_end). The
+    // readings form a stack, and so do their ranges.
+    size_t restored_begin = 0;
+    size_t restored_end = 0;
   };
 
   // The task that rebuilds dropped tensor t: its Rebuild recipe, or its
   // producer re-run, which also restores the producer's other outputs that
   // the plan recomputes and that are still dropped.
-  Reading RebuildOf(int32_t t) const {
+  Reading RebuildOf(int32_t t) {
     const Tensor& tensor = g_.tensors[t];
     const int32_t p = idx_.producer[t];
     Reading r;
     r.task.op = p;
     r.task.recompute = true;
-    r.restored = {t};
+    r.restored_begin = restored_.size();
+    restored_.push_back(t);
     if (tensor.rebuild.has_value()) {
       r.task.rebuild_of = t;
       r.task.duration_ns = d_.rebuild_ns[t];
       r.inputs = &tensor.rebuild->inputs;
+      r.restored_end = restored_.size();
       return r;
     }
     r.task.duration_ns = d_.op_ns[p];
@@ -218,9 +228,10 @@ class Lowerer {
       if (sibling != t && where_[sibling] == Where::kDropped &&
           idx_.is_saved[sibling] && ActionOf(sibling) == Action::kRecompute &&
           idx_.last_use[sibling] >= current_op_) {
-        r.restored.push_back(sibling);
+        restored_.push_back(sibling);
       }
     }
+    r.restored_end = restored_.size();
     return r;
   }
 
@@ -237,7 +248,8 @@ class Lowerer {
         temp_last_reader_[in] = id;
       }
     }
-    for (int32_t t : r.restored) {
+    for (size_t i = r.restored_begin; i < r.restored_end; ++i) {
+      const int32_t t = restored_[i];
       allocs_.push_back({id, t});
       // A saved tensor lives until its last use; anything else (or a saved
       // tensor needed again after its last use) only for this chain.
@@ -285,7 +297,7 @@ class Lowerer {
     SLACKSWAP_ASSIGN_OR_RETURN(const int32_t id, EmitReading(op.inputs, task));
     out_.task_of_op[o] = id;
 
-    for (int32_t t : prefetch_at_op_[o]) prefetches_.push_back({id, t});
+    for (int32_t t : prefetch_at_op_.Of(o)) prefetches_.push_back({id, t});
 
     for (int32_t in : op.inputs) {
       // An input listed twice is released once.
@@ -357,7 +369,9 @@ class Lowerer {
   std::vector<Where> where_;
   std::vector<int32_t> temp_last_reader_;
   std::vector<int32_t> temps_;
-  std::vector<std::vector<int32_t>> prefetch_at_op_;
+  TaskLists prefetch_at_op_;  // by op: the swapped tensors prefetched there
+  std::vector<Reading> reading_stack_;
+  std::vector<int32_t> restored_;  // see Reading
   int32_t current_op_ = 0;
   // Per tensor: the last op whose inputs released it (inputs listed twice).
   std::vector<int32_t> last_reader_op_;
