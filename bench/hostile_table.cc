@@ -105,15 +105,23 @@ Outcome Raw(const SlackswapdProcess& server, const std::string& bytes) {
 
 void Row(const std::string& input, const SlackswapdProcess& server,
          const Outcome& o, const std::string& note = "") {
-  std::string message = o.status.error_message().substr(0, 110);
+  // Long messages are cut at a word, never inside a number.
+  constexpr size_t kMaxMessage = 160;
+  std::string message = o.status.error_message();
+  if (message.size() > kMaxMessage) {
+    const size_t space = message.rfind(' ', kMaxMessage);
+    message =
+        message.substr(0, space == std::string::npos ? kMaxMessage : space) +
+        " ...";
+  }
   absl::StrReplaceAll({{"|", "\\\\|"}, {"\n", " "}}, &message);
-  std::printf("| %s | `%s%s%s` | %.3f s | %lld MB |%s\n", input.c_str(),
+  std::printf("| %s | `%s%s%s` | %.3f s | %lld MB | %s |\n", input.c_str(),
               absl::StatusCodeToString(
                   static_cast<absl::StatusCode>(o.status.error_code()))
                   .c_str(),
               message.empty() ? "" : ": ", message.c_str(), o.seconds,
               static_cast<long long>(PeakResidentMb(server.pid())),
-              note.empty() ? "" : (" " + note + " |").c_str());
+              note.c_str());
   std::fflush(stdout);
 }
 
@@ -128,8 +136,9 @@ v1::PlanRequest PlanOf(const v1::OperatorGraph& g, double budget,
 
 TEST(HostileTable, Measure) {
   std::printf(
-      "| input | status returned | time to answer | server peak RSS |\n"
-      "|---|---|---|---|\n");
+      "| input | status returned | time to answer | server peak RSS | also "
+      "measured |\n"
+      "|---|---|---|---|---|\n");
   {
     SlackswapdProcess server({"--threads=2"});
     ASSERT_TRUE(server.started()) << server.error();

@@ -30,8 +30,9 @@ case "$mode" in
     build_dir="${BUILD_DIR:-build-tsan}"
     sanitizers="thread"
     targets=(work_queue_test plan_cache_test metrics_test
-             planning_core_concurrency_test)
-    tests="^(WorkQueue|PlanCache|ServiceMetrics|PlanningCoreConcurrency)"
+             planning_core_concurrency_test single_flight_test
+             graph_store_test memory_trimmer_test)
+    tests="^(WorkQueue|PlanCache|ServiceMetrics|PlanningCoreConcurrency|SingleFlight|GraphStore|MemoryTrimmer)"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
     ;;
   *)

@@ -109,6 +109,23 @@ TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
   EXPECT_TRUE(Healthy(server));
 }
 
+// Sanitizers slow everything down several times; the bound is the release
+// build's, scaled.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr double kSlowdown = 5;
+#else
+constexpr double kSlowdown = 1;
+#endif
+
+// AddressSanitizer pads every block and keeps freed memory in a 256 MB
+// quarantine, so there RSS measures the sanitizer: the memory bounds are
+// asserted in the normal build (the README's test command, CI's last stage).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMeasuresMemory = false;
+#else
+constexpr bool kMeasuresMemory = true;
+#endif
+
 TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
   SlackswapdProcess server({"--threads=2", "--max_queue=64"});
   ASSERT_TRUE(server.started()) << server.error();
@@ -136,8 +153,10 @@ TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
   ASSERT_TRUE(inflight.has_value());
   EXPECT_EQ(*inflight, 0);
   const int64_t rss_after = ResidentKb(server.pid());
-  EXPECT_LT(rss_after, rss_before + 200 * 1024)
-      << "RSS grew from " << rss_before << " kB to " << rss_after << " kB";
+  if (kMeasuresMemory) {
+    EXPECT_LT(rss_after, rss_before + 200 * 1024)
+        << "RSS grew from " << rss_before << " kB to " << rss_after << " kB";
+  }
   EXPECT_TRUE(Healthy(server));
   server.SendSignal(SIGTERM);
   EXPECT_EQ(server.Wait(), 0);
@@ -212,7 +231,9 @@ TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
                   ::testing::HasSubstr("this request would hold an estimated"));
     }
     EXPECT_TRUE(Healthy(server));
-    EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
+    if (kMeasuresMemory) {
+      EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
+    }
   }
   {
     // With room to hold it, the planner's estimate refuses it.
@@ -226,17 +247,11 @@ TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
                   ::testing::HasSubstr("planning it needs an estimated"));
     }
     EXPECT_TRUE(Healthy(server));
-    EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
+    if (kMeasuresMemory) {
+      EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
+    }
   }
 }
-
-// Sanitizers slow everything down several times; the bound is the release
-// build's, scaled.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr double kSlowdown = 5;
-#else
-constexpr double kSlowdown = 1;
-#endif
 
 // A request that would plan for seconds ends within 100 ms of its deadline,
 // as the server's own log line times it.

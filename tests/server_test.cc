@@ -184,6 +184,12 @@ TEST(ServerHealthTest, BadFlagsFailAtStartupWithExitOne) {
   EXPECT_THAT(server.LogText(), HasSubstr("\"msg\":\"startup failed\""));
   EXPECT_THAT(server.LogText(), HasSubstr("--max_queue"));
   EXPECT_EQ(server.Wait(), 1);
+  // 4096 MiB would wrap gRPC's int message limit to 0 (every call refused).
+  SlackswapdProcess wraps({"--max_message_mb=4096"});
+  EXPECT_FALSE(wraps.started());
+  EXPECT_THAT(wraps.LogText(),
+              HasSubstr("max_message_mb must be in [1, 1024], got 4096"));
+  EXPECT_EQ(wraps.Wait(), 1);
 }
 
 // --- plan -------------------------------------------------------------------

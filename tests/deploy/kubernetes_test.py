@@ -193,17 +193,19 @@ def main():
              cpu_cores(res["limits"]["cpu"]),
              f"--threads={threads} but CPU request/limit "
              f"{res['requests']['cpu']}/{res['limits']['cpu']}")
-    # Memory: every worker planning its largest request, the requests held
-    # and the cache, beside the process itself, stay under the limit.
+    # Memory: every worker planning its largest request, the requests held,
+    # the cache and the graph store, beside the process itself, stay under
+    # the limit.
     process_mib = 40
     worst_mib = (threads * int(eff["max_request_mb"]) +
                  int(eff["max_queued_mb"]) + int(eff["cache_mb"]) +
-                 process_mib)
+                 int(eff["graph_store_mb"]) + process_mib)
     limit_mib = mem_bytes(res["limits"]["memory"]) / (1 << 20)
     du.check(worst_mib <= limit_mib,
              f"--threads={threads} x --max_request_mb={eff['max_request_mb']}"
              f" + --max_queued_mb={eff['max_queued_mb']} + --cache_mb="
-             f"{eff['cache_mb']} + {process_mib} MiB = {worst_mib} MiB, above"
+             f"{eff['cache_mb']} + --graph_store_mb={eff['graph_store_mb']}"
+             f" + {process_mib} MiB = {worst_mib} MiB, above"
              f" the memory limit {res['limits']['memory']}")
     print(f"ok: flag file {key} ({len(flags)} flags, all slackswapd's) "
           f"agrees with ports {ports}, {threads} CPUs and a worst case of "
