@@ -20,6 +20,7 @@
 #ifndef SLACKSWAP_COMMON_MUTEX_H_
 #define SLACKSWAP_COMMON_MUTEX_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -49,6 +50,16 @@ class ABSL_LOCKABLE Mutex {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     changed_.wait(lock, condition);
     lock.release();
+  }
+  // REQUIRES: held. As Await, but gives up after `timeout`; returns whether
+  // `condition` held.
+  bool AwaitWithTimeout(const std::function<bool()>& condition,
+                        std::chrono::nanoseconds timeout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    const bool met = changed_.wait_for(lock, timeout, condition);
+    lock.release();
+    return met;
   }
 
  private:

@@ -5,7 +5,7 @@
 // trim there finds most of the call's memory still in use
 // (docs/PERFORMANCE.md, "Memory after a large call").
 //
-//   MemoryTrimmer trimmer(absl::Milliseconds(100));
+//   MemoryTrimmer trimmer(std::chrono::milliseconds(100));
 //   trimmer.Request();  // trims once, 100 ms from now
 //
 // Requests during the wait are covered by one more trim after it, so a
@@ -13,13 +13,13 @@
 #ifndef SLACKSWAP_SERVER_MEMORY_TRIMMER_H_
 #define SLACKSWAP_SERVER_MEMORY_TRIMMER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
+#include "common/mutex.h"
 
 namespace slackswap {
 
@@ -27,7 +27,7 @@ class MemoryTrimmer {
  public:
   // `trim` runs on the trimmer's thread (tests count it); by default
   // malloc_trim(0).
-  explicit MemoryTrimmer(absl::Duration delay,
+  explicit MemoryTrimmer(std::chrono::nanoseconds delay,
                          std::function<void()> trim = nullptr);
   // Stops the thread; a trim still waiting for its delay is dropped.
   ~MemoryTrimmer();
@@ -44,10 +44,10 @@ class MemoryTrimmer {
   void Loop();
 
   // Immutable after construction.
-  const absl::Duration delay_;
+  const std::chrono::nanoseconds delay_;
   const std::function<void()> trim_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool requested_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t trims_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,19 +1,17 @@
 #include "server/memory_trimmer.h"
 
 #include <atomic>
+#include <chrono>
 
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
+#include "common/mutex.h"
 #include "gtest/gtest.h"
 
 namespace slackswap {
 namespace {
 
 TEST(MemoryTrimmerTest, ARequestIsFollowedByATrim) {
-  absl::Notification trimmed;
-  MemoryTrimmer trimmer(absl::ZeroDuration(), [&] {
-    if (!trimmed.HasBeenNotified()) trimmed.Notify();
-  });
+  Notification trimmed;
+  MemoryTrimmer trimmer(std::chrono::nanoseconds(0), [&] { trimmed.Notify(); });
   EXPECT_EQ(trimmer.trims(), 0);
   trimmer.Request();
   trimmed.WaitForNotification();
@@ -22,7 +20,7 @@ TEST(MemoryTrimmerTest, ARequestIsFollowedByATrim) {
 TEST(MemoryTrimmerTest, NothingIsTrimmedUnasked) {
   std::atomic<int> trims{0};
   {
-    MemoryTrimmer trimmer(absl::ZeroDuration(), [&] { ++trims; });
+    MemoryTrimmer trimmer(std::chrono::nanoseconds(0), [&] { ++trims; });
   }
   EXPECT_EQ(trims.load(), 0);
 }
@@ -31,7 +29,7 @@ TEST(MemoryTrimmerTest, NothingIsTrimmedUnasked) {
 TEST(MemoryTrimmerTest, ShutdownDuringTheDelayDropsTheTrim) {
   std::atomic<int> trims{0};
   {
-    MemoryTrimmer trimmer(absl::Hours(1), [&] { ++trims; });
+    MemoryTrimmer trimmer(std::chrono::hours(1), [&] { ++trims; });
     trimmer.Request();
   }
   EXPECT_EQ(trims.load(), 0);
@@ -39,9 +37,9 @@ TEST(MemoryTrimmerTest, ShutdownDuringTheDelayDropsTheTrim) {
 
 // A request made while a trim runs gets a trim of its own after it.
 TEST(MemoryTrimmerTest, ARequestDuringATrimGetsAnotherTrim) {
-  absl::Notification in_first, release_first, second;
+  Notification in_first, release_first, second;
   std::atomic<int> calls{0};
-  MemoryTrimmer trimmer(absl::ZeroDuration(), [&] {
+  MemoryTrimmer trimmer(std::chrono::nanoseconds(0), [&] {
     const int n = ++calls;
     if (n == 1) {
       in_first.Notify();

@@ -22,7 +22,7 @@ namespace {
 
 // How long after a large call its memory is given back: long enough for
 // gRPC and the worker to free what the call held after its OnDone.
-constexpr absl::Duration kTrimDelay = absl::Milliseconds(100);
+constexpr std::chrono::milliseconds kTrimDelay(100);
 // The planning threads' nice value: planning is batch work, and a cache hit
 // answered on a gRPC thread should not wait for a core behind it.
 constexpr int kWorkerNice = 10;
