@@ -10,9 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +18,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "io/convert.h"
@@ -40,22 +37,6 @@ struct Outcome {
   grpc::Status status;
   double seconds = 0;
 };
-
-int64_t PeakResidentMb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) / 1024;
-  }
-  return -1;
-}
-
-v1::StepSpec Inline(const v1::OperatorGraph& g) {
-  v1::StepSpec step;
-  *step.mutable_graph_inline() = g;
-  step.set_hardware_name("a100-80gb-pcie4");
-  return step;
-}
 
 template <typename Call>
 Outcome Timed(Call call) {
@@ -88,21 +69,9 @@ Outcome Simulate(const SlackswapdProcess& server,
 }
 
 Outcome Raw(const SlackswapdProcess& server, const std::string& bytes) {
-  grpc::GenericStub stub(testing::Connect(server));
-  return Timed([&] {
-    grpc::ClientContext ctx;
-    testing::SetDeadline(ctx, std::chrono::seconds(60));
-    grpc::Slice slice(bytes.data(), bytes.size());
-    grpc::ByteBuffer request(&slice, 1);
-    grpc::ByteBuffer response;
-    std::promise<grpc::Status> done;
-    stub.UnaryCall(&ctx, "/slackswap.v1.Planner/Plan", grpc::StubOptions(),
-                   &request, &response,
-                   [&done](grpc::Status s) { done.set_value(std::move(s)); });
-    return done.get_future().get();
-  });
+  const std::shared_ptr<grpc::Channel> channel = testing::Connect(server);
+  return Timed([&] { return testing::SendRawPlan(channel, bytes); });
 }
-
 void Row(const std::string& input, const SlackswapdProcess& server,
          const Outcome& o, const std::string& note = "") {
   // Long messages are cut at a word, never inside a number.
@@ -120,7 +89,7 @@ void Row(const std::string& input, const SlackswapdProcess& server,
                   static_cast<absl::StatusCode>(o.status.error_code()))
                   .c_str(),
               message.empty() ? "" : ": ", message.c_str(), o.seconds,
-              static_cast<long long>(PeakResidentMb(server.pid())),
+              static_cast<long long>(server.PeakResidentKb() / 1024),
               note.c_str());
   std::fflush(stdout);
 }
@@ -128,7 +97,7 @@ void Row(const std::string& input, const SlackswapdProcess& server,
 v1::PlanRequest PlanOf(const v1::OperatorGraph& g, double budget,
                        std::vector<std::string> policies = {}) {
   v1::PlanRequest req;
-  *req.mutable_step() = Inline(g);
+  *req.mutable_step() = testing::InlineStep(g);
   req.set_budget_fraction(budget);
   for (const std::string& p : policies) req.add_policies(p);
   return req;
@@ -144,7 +113,7 @@ TEST(HostileTable, Measure) {
     ASSERT_TRUE(server.started()) << server.error();
     const v1::OperatorGraph chain = testing::ChainGraph(35'000);
     v1::SimulateRequest sim;
-    *sim.mutable_step() = Inline(chain);
+    *sim.mutable_step() = testing::InlineStep(chain);
     *sim.mutable_plan() = testing::RecomputeEverything(chain);
     Row(absl::StrFormat("Simulate: a 35,000-link chain, every activation "
                         "recomputed (%.1f MB)",
@@ -249,7 +218,7 @@ TEST(HostileTable, Measure) {
     o.status = stub->Plan(&ctx, slow, &resp);
     o.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     signal.join();
-    const int64_t peak = PeakResidentMb(server.pid());
+    const int64_t peak = server.PeakResidentKb() / 1024;
     const int code = server.Wait(std::chrono::seconds(60));
     const double exited =
         std::chrono::duration<double>(Clock::now() - start).count();

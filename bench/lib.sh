@@ -28,3 +28,47 @@ start_slackswapd() {
   fi
   PORT=$(sed -n 's/.*"port":"\([0-9]*\)".*/\1/p' <<<"$SERVER_FIRST_LINE")
 }
+
+# stop_slackswapd NAME: SIGTERM to SERVER_PID, then its exit status must be
+# 0; otherwise says so (NAME: the calling script) and exits 1. Clears
+# SERVER_PID.
+stop_slackswapd() {
+  local name=$1 rc=0
+  if ! kill -TERM "$SERVER_PID" 2>/dev/null; then
+    wait "$SERVER_PID" || rc=$?
+    echo "$name: slackswapd (pid $SERVER_PID) was gone before the SIGTERM" \
+      "(exit status $rc)" >&2
+    SERVER_PID=""
+    exit 1
+  fi
+  wait "$SERVER_PID" || rc=$?
+  SERVER_PID=""
+  if [[ $rc -ne 0 ]]; then
+    echo "$name: slackswapd exited $rc after SIGTERM" >&2
+    exit 1
+  fi
+}
+
+# slackswapd_cpu_s: SERVER_PID's user + system CPU seconds so far (nan once
+# it is gone).
+slackswapd_cpu_s() {
+  local stat
+  if ! stat=$(cat "/proc/$SERVER_PID/stat" 2>/dev/null); then
+    echo nan
+    return
+  fi
+  stat=${stat##*) }  # the fields after "(comm) "
+  awk -v tck="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / tck }' \
+    <<<"$stat"
+}
+
+# slackswapd_mb FIELD: SERVER_PID's VmRSS or VmHWM in MB.
+slackswapd_mb() {
+  awk -v f="$1:" '$1 == f { printf "%.0f", $2 / 1024 }' \
+    "/proc/$SERVER_PID/status"
+}
+
+# json_number NAME JSON: a number from loadgen's one-line JSON report.
+json_number() {
+  sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" <<<"$2"
+}

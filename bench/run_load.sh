@@ -61,41 +61,6 @@ start_server() {
     "threads, cache ${cache_mb} MiB"
 }
 
-# stop_server: SIGTERM, then the exit status must be 0.
-stop_server() {
-  local rc=0
-  if ! kill -TERM "$SERVER_PID" 2>/dev/null; then
-    wait "$SERVER_PID" || rc=$?
-    echo "run_load.sh: slackswapd (pid $SERVER_PID) was gone before the" \
-      "SIGTERM (exit status $rc); see its log in $OUT_DIR" >&2
-    SERVER_PID=""
-    exit 1
-  fi
-  wait "$SERVER_PID" || rc=$?
-  SERVER_PID=""
-  if [[ $rc -ne 0 ]]; then
-    echo "run_load.sh: slackswapd exited $rc after SIGTERM" >&2
-    exit 1
-  fi
-  echo "# slackswapd exited 0 after SIGTERM"
-}
-
-# server_cpu_s: slackswapd's user + system CPU seconds so far.
-server_cpu_s() {
-  local stat
-  if ! stat=$(cat "/proc/$SERVER_PID/stat" 2>/dev/null); then
-    echo nan  # the server is gone; stop_server reports it
-    return
-  fi
-  stat=${stat##*) }  # the fields after "(comm) "
-  awk -v tck="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / tck }' \
-    <<<"$stat"
-}
-
-field() {  # field NAME JSON: a number from loadgen's JSON report
-  sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" <<<"$2"
-}
-
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "$LOAD_SECONDS s per run, $WORKLOAD / $POLICIES, reports in $OUT_DIR"
 # srv_cpu / cli_cpu: CPU seconds of slackswapd / loadgen during the run,
@@ -111,33 +76,34 @@ for cache_mb in 0 64; do
   for c in $CONCURRENCY; do
     json_file=$OUT_DIR/cache${cache_mb}-c$c.json
     rc=0
-    cpu0=$(server_cpu_s)
+    cpu0=$(slackswapd_cpu_s)
     "$LOADGEN" --server="127.0.0.1:$PORT" --concurrency="$c" \
       --duration_s="$LOAD_SECONDS" --workload="$WORKLOAD" \
       --policies="$POLICIES" --distinct="$distinct" --json \
       >"$json_file" || rc=$?
-    cpu1=$(server_cpu_s)
+    cpu1=$(slackswapd_cpu_s)
     json=$(cat "$json_file")
     if [[ $rc -ne 0 ]]; then
       echo "run_load.sh: loadgen exited $rc: $json" >&2
       failed=1
     fi
     lat=${json#*\"latency_ms\":}
-    wall=$(field wall_s "$json")
+    wall=$(json_number wall_s "$json")
     srv=nan
     if [[ $cpu0 != nan && $cpu1 != nan ]]; then
       srv=$(awk -v a="$cpu0" -v b="$cpu1" -v w="$wall" \
         'BEGIN { printf "%.2f", (w > 0 ? (b - a) / w : 0) }')
     fi
-    cli=$(awk -v c="$(field client_cpu_s "$json")" -v w="$wall" \
+    cli=$(awk -v c="$(json_number client_cpu_s "$json")" -v w="$wall" \
       'BEGIN { printf "%.2f", (w > 0 ? c / w : 0) }')
     printf '%-6s %5s %8s %8s %9s %9s %9s %9s %8s %6s %7s %7s\n' \
       "$([[ $cache_mb == 0 ]] && echo off || echo on)" "$c" \
-      "$(field sent "$json")" "$(field ok "$json")" \
-      "$(field requests_per_s "$json")" "$(field p50 "$lat")" \
-      "$(field p90 "$lat")" "$(field p99 "$lat")" "$(field max "$lat")" \
-      "$(field cache_hits "$json")" "$srv" "$cli"
+      "$(json_number sent "$json")" "$(json_number ok "$json")" \
+      "$(json_number requests_per_s "$json")" "$(json_number p50 "$lat")" \
+      "$(json_number p90 "$lat")" "$(json_number p99 "$lat")" "$(json_number max "$lat")" \
+      "$(json_number cache_hits "$json")" "$srv" "$cli"
   done
-  stop_server
+  stop_slackswapd run_load.sh
+  echo "# slackswapd exited 0 after SIGTERM"
 done
 exit "$failed"

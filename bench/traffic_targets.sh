@@ -71,30 +71,6 @@ start() {
     <<<"$SERVER_FIRST_LINE")
 }
 
-stop() {
-  local rc=0
-  kill -TERM "$SERVER_PID" 2>/dev/null || true
-  wait "$SERVER_PID" || rc=$?
-  SERVER_PID=""
-  if [[ $rc -ne 0 ]]; then
-    echo "traffic_targets.sh: slackswapd exited $rc after SIGTERM" >&2
-    exit 1
-  fi
-}
-
-cpu_s() {  # the server's user + system CPU seconds so far
-  local stat
-  stat=$(cat "/proc/$SERVER_PID/stat")
-  stat=${stat##*) }
-  awk -v tck="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / tck }' \
-    <<<"$stat"
-}
-
-rss_mb() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' \
-  "/proc/$SERVER_PID/status"; }
-
-field() { sed -n "s/.*\"$1\":\([0-9.e+-]*\).*/\1/p" <<<"$2"; }
-
 # metric NAME [LABELS]: one sample's value from the server's /metrics.
 metric() {
   curl -sf --max-time 5 "http://127.0.0.1:$METRICS_PORT/metrics" |
@@ -115,19 +91,19 @@ row_misses() {
     # A fresh server each time: the budgets cycle from the same start.
     start "misses-c$c"
     local before after json ok
-    before=$(cpu_s)
+    before=$(slackswapd_cpu_s)
     json=$(loadgen --concurrency="$c" --duration_s="$LOAD_SECONDS" \
       --workload=gpt2-xl --policies=slackswap --distinct=100000)
-    after=$(cpu_s)
-    ok=$(field ok "$json")
+    after=$(slackswapd_cpu_s)
+    ok=$(json_number ok "$json")
     local lat=${json#*\"latency_ms\":}
     printf 'misses c=%-2s plans/s %7.1f  p50 %6.2f ms  p99 %6.2f ms  server CPU/plan %5.2f ms  hits %s  (%s)\n' \
-      "$c" "$(field ok_per_s "$json")" "$(field p50 "$lat")" \
-      "$(field p99 "$lat")" \
+      "$c" "$(json_number ok_per_s "$json")" "$(json_number p50 "$lat")" \
+      "$(json_number p99 "$lat")" \
       "$(awk -v a="$before" -v b="$after" -v n="$ok" \
         'BEGIN { printf "%.3f", (n > 0 ? (b - a) * 1000 / n : 0) }')" \
-      "$(field cache_hits "$json")" "$(load)"
-    stop
+      "$(json_number cache_hits "$json")" "$(load)"
+    stop_slackswapd traffic_targets.sh
   done
 }
 
@@ -152,11 +128,11 @@ row_hits() {
   local misses
   misses=$(cat "$OUT_DIR/hits-misses.json")
   printf 'inline llama-7b hits under 16 misses: %s calls, hits %s, p50 %.3f ms, p99 %.3f ms; misses %s plans/s, p50 %.1f ms (%s)\n' \
-    "$(field ok "$json")" "$(field cache_hits "$json")" \
-    "$(field p50 "$lat")" "$(field p99 "$lat")" \
-    "$(field ok_per_s "$misses")" "$(field p50 "${misses#*\"latency_ms\":}")" \
+    "$(json_number ok "$json")" "$(json_number cache_hits "$json")" \
+    "$(json_number p50 "$lat")" "$(json_number p99 "$lat")" \
+    "$(json_number ok_per_s "$misses")" "$(json_number p50 "${misses#*\"latency_ms\":}")" \
     "$(load)"
-  stop
+  stop_slackswapd traffic_targets.sh
 }
 
 row_coalesce() {
@@ -165,10 +141,10 @@ row_coalesce() {
   json=$(loadgen --concurrency=64 --requests=64 --workload=gpt2-xl \
     --policies=slackswap)
   printf 'coalescing: 64 identical calls, %s OK; plannings %s, coalesced %s (%s)\n' \
-    "$(field ok "$json")" \
+    "$(json_number ok "$json")" \
     "$(metric slackswap_planner_seconds_count 'policy="slackswap"')" \
     "$(metric slackswap_coalesced_requests_total)" "$(load)"
-  stop
+  stop_slackswapd traffic_targets.sh
 }
 
 row_rss() {
@@ -186,17 +162,16 @@ row_rss() {
       tcmalloc) LD_PRELOAD=$TCMALLOC start "rss-$name" --trim_after_mb=0 $big ;;
     esac
     local start_mb peak_mb after_mb later_mb
-    start_mb=$(rss_mb)
+    start_mb=$(slackswapd_mb VmRSS)
     loadgen --requests=1 --graph_file="$graph" --policies=capuchin \
       --budget=0.5 --deadline_s=120 >"$OUT_DIR/rss-$name.json"
-    after_mb=$(rss_mb)
-    peak_mb=$(awk '/^VmHWM/ { printf "%.0f", $2 / 1024 }' \
-      "/proc/$SERVER_PID/status")
+    after_mb=$(slackswapd_mb VmRSS)
+    peak_mb=$(slackswapd_mb VmHWM)
     sleep 1  # the trim runs 100 ms after the call
-    later_mb=$(rss_mb)
+    later_mb=$(slackswapd_mb VmRSS)
     printf 'rss %-13s start %4s MB, peak %4s MB, after the call %4s MB, 1 s later %4s MB (%s)\n' \
       "$name" "$start_mb" "$peak_mb" "$after_mb" "$later_mb" "$(load)"
-    stop
+    stop_slackswapd traffic_targets.sh
   done
 }
 
@@ -215,7 +190,7 @@ row_profile() {
   perf report -i "$OUT_DIR/perf.data" --no-children --stdio \
     --sort dso,symbol --percent-limit 1.5 -g none 2>/dev/null |
     grep -E '^ +[0-9]' | head -30
-  stop
+  stop_slackswapd traffic_targets.sh
 }
 
 for row in $ROWS; do

@@ -38,14 +38,8 @@ absl::StatusOr<FitSpec> ResolveFit(const v1::FitRequest& req,
                                    const CoreLimits& limits, const StopFn& stop,
                                    GraphSource* graphs) {
   FitSpec spec;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      spec.graph,
-      ResolveGraph(req.has_graph_inline() ? &req.graph_inline() : nullptr,
-                   req.graph_case() == v1::FitRequest::kGraphSha256
-                       ? &req.graph_sha256()
-                       : nullptr,
-                   req.has_workload() ? &req.workload() : nullptr, "", limits,
-                   stop, graphs));
+  SLACKSWAP_ASSIGN_OR_RETURN(spec.graph,
+                             ResolveGraphOf(req, "", limits, stop, graphs));
   if (req.profiles_size() < 1 || req.profiles_size() > kMaxFitProfiles) {
     return absl::InvalidArgumentError(
         absl::StrCat("profiles: give 1 to ", kMaxFitProfiles,
@@ -55,14 +49,7 @@ absl::StatusOr<FitSpec> ResolveFit(const v1::FitRequest& req,
   for (int i = 0; i < req.profiles_size(); ++i) {
     const v1::FitProfile& p = req.profiles(i);
     const std::string field = absl::StrCat("profiles[", i, "].");
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        Hardware hw,
-        ResolveHardware(
-            p.has_hardware_inline() ? &p.hardware_inline() : nullptr,
-            p.hardware_case() == v1::FitProfile::kHardwareName
-                ? &p.hardware_name()
-                : nullptr,
-            field));
+    SLACKSWAP_ASSIGN_OR_RETURN(Hardware hw, ResolveHardwareOf(p, field));
     spec.hardware.push_back(std::move(hw));
     if (p.has_price_per_hour() != spec.priced) {
       return absl::InvalidArgumentError(absl::StrCat(

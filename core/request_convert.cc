@@ -43,6 +43,14 @@ absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
   return o;
 }
 
+// INVALID_ARGUMENT for a message that set none of a oneof's fields: "step:
+// set ..." for prefix "step.", just "set ..." for the request itself.
+absl::Status NoneSet(const std::string& prefix, absl::string_view what) {
+  if (prefix.empty()) return absl::InvalidArgumentError(what);
+  return absl::InvalidArgumentError(absl::StrCat(
+      absl::string_view(prefix).substr(0, prefix.size() - 1), ": ", what));
+}
+
 }  // namespace
 
 absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
@@ -105,9 +113,7 @@ absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
     if (!hw.ok()) return InField(prefix + "hardware_name", hw.status());
     return hw;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1),
-      prefix.empty() ? "" : ": ", "set hardware_inline or hardware_name"));
+  return NoneSet(prefix, "set hardware_inline or hardware_name");
 }
 
 absl::StatusOr<Graph> ResolveGraph(const v1::OperatorGraph* inline_graph,
@@ -140,10 +146,7 @@ absl::StatusOr<Graph> ResolveGraph(const v1::OperatorGraph* inline_graph,
   if (workload != nullptr) {
     return ResolveWorkload(*workload, prefix + "workload", limits);
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1),
-                   prefix.empty() ? "" : ": ",
-                   "set graph_inline, graph_sha256 or workload"));
+  return NoneSet(prefix, "set graph_inline, graph_sha256 or workload");
 }
 
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
@@ -151,21 +154,8 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  GraphSource* graphs) {
   Step step;
   SLACKSWAP_ASSIGN_OR_RETURN(
-      step.graph,
-      ResolveGraph(spec.has_graph_inline() ? &spec.graph_inline() : nullptr,
-                   spec.graph_case() == v1::StepSpec::kGraphSha256
-                       ? &spec.graph_sha256()
-                       : nullptr,
-                   spec.has_workload() ? &spec.workload() : nullptr, "step.",
-                   limits, stop, graphs));
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      step.hw,
-      ResolveHardware(
-          spec.has_hardware_inline() ? &spec.hardware_inline() : nullptr,
-          spec.hardware_case() == v1::StepSpec::kHardwareName
-              ? &spec.hardware_name()
-              : nullptr,
-          "step."));
+      step.graph, ResolveGraphOf(spec, "step.", limits, stop, graphs));
+  SLACKSWAP_ASSIGN_OR_RETURN(step.hw, ResolveHardwareOf(spec, "step."));
   return step;
 }
 

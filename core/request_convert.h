@@ -61,6 +61,28 @@ absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
                                          const std::string* name,
                                          const std::string& prefix);
 
+// The same for a message with StepSpec's `graph` oneof (StepSpec,
+// FitRequest) and its `hardware` oneof (StepSpec, FitProfile).
+template <typename Message>
+absl::StatusOr<Graph> ResolveGraphOf(const Message& m,
+                                     const std::string& prefix,
+                                     const CoreLimits& limits,
+                                     const StopFn& stop, GraphSource* graphs) {
+  return ResolveGraph(
+      m.has_graph_inline() ? &m.graph_inline() : nullptr,
+      m.graph_case() == Message::kGraphSha256 ? &m.graph_sha256() : nullptr,
+      m.has_workload() ? &m.workload() : nullptr, prefix, limits, stop, graphs);
+}
+template <typename Message>
+absl::StatusOr<Hardware> ResolveHardwareOf(const Message& m,
+                                           const std::string& prefix) {
+  return ResolveHardware(
+      m.has_hardware_inline() ? &m.hardware_inline() : nullptr,
+      m.hardware_case() == Message::kHardwareName ? &m.hardware_name()
+                                                  : nullptr,
+      prefix);
+}
+
 // Builds the named workload with the reference's overrides; errors name
 // `field` (e.g. "step.workload"). RESOURCE_EXHAUSTED above limits.
 absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,

@@ -5,15 +5,12 @@
 #include <signal.h>
 
 #include <chrono>
-#include <fstream>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
@@ -28,26 +25,12 @@ using ::slackswap::testing::AwaitMetric;
 using ::slackswap::testing::Connect;
 using ::slackswap::testing::Gpt2Plan;
 using ::slackswap::testing::Gpt2Sweep;
+using ::slackswap::testing::InlineStep;
+using ::slackswap::testing::SendRawPlan;
 using ::slackswap::testing::SetDeadline;
 using ::slackswap::testing::SlackswapdProcess;
 
 constexpr auto kDeadline = std::chrono::seconds(20);
-
-// Sends raw bytes as a Plan request and returns the status.
-grpc::Status SendRaw(const std::shared_ptr<grpc::Channel>& channel,
-                     const std::string& bytes) {
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  SetDeadline(ctx, kDeadline);
-  grpc::Slice slice(bytes.data(), bytes.size());
-  grpc::ByteBuffer request(&slice, 1);
-  grpc::ByteBuffer response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, "/slackswap.v1.Planner/Plan", grpc::StubOptions(),
-                 &request, &response,
-                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
-  return done.get_future().get();
-}
 
 bool Healthy(const SlackswapdProcess& server) {
   auto stub = v1::Planner::NewStub(Connect(server));
@@ -56,15 +39,6 @@ bool Healthy(const SlackswapdProcess& server) {
   v1::PlanResponse resp;
   return stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp).ok() &&
          resp.report().results(0).result().feasible();
-}
-
-int64_t ResidentKb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-  }
-  return -1;
 }
 
 // Bytes that are not a PlanRequest get INVALID_ARGUMENT saying so, and are
@@ -89,7 +63,7 @@ TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
   }
   for (const std::string& bytes :
        {whole.substr(0, whole.size() / 2), nested, noise}) {
-    const grpc::Status s = SendRaw(channel, bytes);
+    const grpc::Status s = SendRawPlan(channel, bytes, kDeadline);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << s.error_message();
     EXPECT_THAT(s.error_message(),
@@ -117,20 +91,22 @@ constexpr double kSlowdown = 5;
 constexpr double kSlowdown = 1;
 #endif
 
-// AddressSanitizer pads every block and keeps freed memory in a 256 MB
-// quarantine, so there RSS measures the sanitizer: the memory bounds are
-// asserted in the normal build (the README's test command, CI's last stage).
+// AddressSanitizer pads every block and keeps up to 256 MB of freed memory
+// in a quarantine: under it (CI's first stage) the million-op chain peaked
+// at 1.56 GB, where the normal build stays near 600 MB, and the abandoned
+// streams grew RSS by 330 MB. The bounds are the normal build's, scaled, as
+// kSlowdown scales time.
 #if defined(__SANITIZE_ADDRESS__)
-constexpr bool kMeasuresMemory = false;
+constexpr int64_t kMemoryScale = 3;
 #else
-constexpr bool kMeasuresMemory = true;
+constexpr int64_t kMemoryScale = 1;
 #endif
 
 TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
   SlackswapdProcess server({"--threads=2", "--max_queue=64"});
   ASSERT_TRUE(server.started()) << server.error();
   ASSERT_TRUE(Healthy(server));
-  const int64_t rss_before = ResidentKb(server.pid());
+  const int64_t rss_before = server.ResidentKb();
 
   // 2,000 sweeps of the full GPT-2 XL over 20 budgets, each opened and then
   // dropped: cancelled at once, or left to the stream's destruction.
@@ -152,33 +128,15 @@ TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
       [](double v) { return v == 0; }, kDeadline);
   ASSERT_TRUE(inflight.has_value());
   EXPECT_EQ(*inflight, 0);
-  const int64_t rss_after = ResidentKb(server.pid());
-  if (kMeasuresMemory) {
-    EXPECT_LT(rss_after, rss_before + 200 * 1024)
-        << "RSS grew from " << rss_before << " kB to " << rss_after << " kB";
-  }
+  const int64_t rss_after = server.ResidentKb();
+  EXPECT_LT(rss_after, rss_before + kMemoryScale * 200 * 1024)
+      << "RSS grew from " << rss_before << " kB to " << rss_after << " kB";
   EXPECT_TRUE(Healthy(server));
   server.SendSignal(SIGTERM);
   EXPECT_EQ(server.Wait(), 0);
 }
 
 // The highest resident memory of a process, in kB.
-int64_t PeakResidentKb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
-  }
-  return -1;
-}
-
-v1::StepSpec Inline(const v1::OperatorGraph& g) {
-  v1::StepSpec step;
-  *step.mutable_graph_inline() = g;
-  step.set_hardware_name("a100-80gb-pcie4");
-  return step;
-}
-
 // Plan, Simulate and Sweep of `g` against `server`; their statuses.
 std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
                                           const v1::OperatorGraph& g) {
@@ -186,7 +144,7 @@ std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
   std::vector<grpc::Status> out;
   {
     v1::PlanRequest req;
-    *req.mutable_step() = Inline(g);
+    *req.mutable_step() = InlineStep(g);
     req.set_budget_fraction(0.5);
     grpc::ClientContext ctx;
     SetDeadline(ctx, kDeadline);
@@ -195,7 +153,7 @@ std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
   }
   {
     v1::SimulateRequest req;
-    *req.mutable_step() = Inline(g);
+    *req.mutable_step() = InlineStep(g);
     grpc::ClientContext ctx;
     SetDeadline(ctx, kDeadline);
     v1::SimulateResponse resp;
@@ -203,7 +161,7 @@ std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
   }
   {
     v1::SweepRequest req;
-    *req.mutable_step() = Inline(g);
+    *req.mutable_step() = InlineStep(g);
     grpc::ClientContext ctx;
     SetDeadline(ctx, kDeadline);
     auto reader = stub->Sweep(&ctx, req);
@@ -231,9 +189,8 @@ TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
                   ::testing::HasSubstr("this request would hold an estimated"));
     }
     EXPECT_TRUE(Healthy(server));
-    if (kMeasuresMemory) {
-      EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
-    }
+    EXPECT_LT(server.PeakResidentKb(), kMemoryScale << 20)
+        << "kB, above " << kMemoryScale << " GiB";
   }
   {
     // With room to hold it, the planner's estimate refuses it.
@@ -247,9 +204,8 @@ TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
                   ::testing::HasSubstr("planning it needs an estimated"));
     }
     EXPECT_TRUE(Healthy(server));
-    if (kMeasuresMemory) {
-      EXPECT_LT(PeakResidentKb(server.pid()), 1 << 20) << "kB, above 1 GiB";
-    }
+    EXPECT_LT(server.PeakResidentKb(), kMemoryScale << 20)
+        << "kB, above " << kMemoryScale << " GiB";
   }
 }
 
@@ -261,7 +217,7 @@ TEST(HostileServiceTest, AHostilePlanEndsWithin100MsOfItsDeadline) {
   ASSERT_TRUE(server.started()) << server.error();
   auto stub = v1::Planner::NewStub(Connect(server));
   v1::PlanRequest req;
-  *req.mutable_step() = Inline(testing::ChainGraph(200'000));
+  *req.mutable_step() = InlineStep(testing::ChainGraph(200'000));
   req.set_budget_fraction(0.3);  // no policy meets it: minimums searched too
   grpc::ClientContext ctx;
   constexpr int kDeadlineMs = 800;

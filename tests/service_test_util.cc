@@ -1,8 +1,11 @@
 #include "tests/service_test_util.h"
 
+#include <future>
 #include <thread>
+#include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 
 namespace slackswap {
@@ -20,6 +23,29 @@ std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server) {
 
 void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+v1::StepSpec InlineStep(const v1::OperatorGraph& g) {
+  v1::StepSpec step;
+  *step.mutable_graph_inline() = g;
+  step.set_hardware_name(kHardware);
+  return step;
+}
+
+grpc::Status SendRawPlan(const std::shared_ptr<grpc::Channel>& channel,
+                         const std::string& bytes,
+                         std::chrono::milliseconds timeout) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  SetDeadline(ctx, timeout);
+  grpc::Slice slice(bytes.data(), bytes.size());
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/slackswap.v1.Planner/Plan", grpc::StubOptions(),
+                 &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  return done.get_future().get();
 }
 
 v1::PlanRequest Gpt2Plan(std::optional<int64_t> layers, double fraction,

@@ -41,6 +41,15 @@ std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server);
 void SetDeadline(grpc::ClientContext& ctx,
                  std::chrono::milliseconds timeout = kRpcTimeout);
 
+// `g` inline, on kHardware.
+v1::StepSpec InlineStep(const v1::OperatorGraph& g);
+
+// Sends `bytes` as the body of a Plan call, unparsed (the generic stub), and
+// returns the call's status.
+grpc::Status SendRawPlan(const std::shared_ptr<grpc::Channel>& channel,
+                         const std::string& bytes,
+                         std::chrono::milliseconds timeout = kRpcTimeout);
+
 // GPT-2 XL on kHardware; `layers` overrides the depth.
 v1::PlanRequest Gpt2Plan(std::optional<int64_t> layers, double fraction,
                          const std::vector<std::string>& policies);

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 #include "absl/strings/ascii.h"
@@ -25,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -184,6 +186,27 @@ SlackswapdProcess::~SlackswapdProcess() {
               << LogText() << "--- end of slackswapd log ---\n";
   }
 }
+
+int64_t SlackswapdProcess::StatusKb(const std::string& name) const {
+  std::ifstream status(absl::StrCat("/proc/", pid_, "/status"));
+  const std::string prefix = name + ":";
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kb = 0;
+    if (absl::StartsWith(line, prefix) &&
+        absl::SimpleAtoi(absl::StripSuffix(
+                             absl::StripAsciiWhitespace(
+                                 absl::string_view(line).substr(prefix.size())),
+                             " kB"),
+                         &kb)) {
+      return kb;
+    }
+  }
+  return -1;
+}
+
+int64_t SlackswapdProcess::ResidentKb() const { return StatusKb("VmRSS"); }
+int64_t SlackswapdProcess::PeakResidentKb() const { return StatusKb("VmHWM"); }
 
 std::string SlackswapdProcess::target() const {
   return absl::StrCat("127.0.0.1:", port_);

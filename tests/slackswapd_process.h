@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -67,6 +68,10 @@ class SlackswapdProcess {
   const std::string& error() const { return error_; }
 
   pid_t pid() const { return pid_; }
+  // The process's resident memory now (VmRSS) and its high-water mark
+  // (VmHWM), in kB from /proc/PID/status; -1 once it is gone.
+  int64_t ResidentKb() const;
+  int64_t PeakResidentKb() const;
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   // "127.0.0.1:<port>".
@@ -94,6 +99,8 @@ class SlackswapdProcess {
 
  private:
   void ReadLoop(int fd);
+  // A "NAME:   N kB" line of /proc/PID/status, in kB; -1 if absent.
+  int64_t StatusKb(const std::string& name) const;
 
   pid_t pid_ = -1;
   int port_ = 0;

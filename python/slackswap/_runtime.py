@@ -74,8 +74,8 @@ def _flat(t):
     return t.detach().as_strided((_recorder._storage(t).size(),), (1,), 0)
 
 
-class _Act:
-    """An aten argument that is an activation: graph tensor and view."""
+class _View:
+    """A graph tensor and the geometry of one view of its storage."""
 
     __slots__ = ("t", "size", "stride", "offset")
 
@@ -87,6 +87,12 @@ class _Act:
 
     def geometry(self):
         return self.size, self.stride, self.offset
+
+
+class _Act(_View):
+    """An aten argument that is an activation: graph tensor and view."""
+
+    __slots__ = ()
 
 
 class _Static:
@@ -116,17 +122,12 @@ class _Call:
         self.outs = outs  # [(result leaf index, graph tensor, geometry)]
 
 
-class _Packed:
+class _Packed(_View):
     """What autograd holds for a swapped or recomputed tensor (or a kept
-    one a chain reads): the graph tensor and the saved view's geometry."""
+    one a chain reads): the graph tensor and the saved view's geometry.
+    A type of its own: unpacking tells it from a tensor autograd kept."""
 
-    __slots__ = ("t", "size", "stride", "offset")
-
-    def __init__(self, t, view):
-        self.t = t
-        self.size = tuple(view.size())
-        self.stride = tuple(view.stride())
-        self.offset = view.storage_offset()
+    __slots__ = ()
 
 
 def _written_args(func):

@@ -20,6 +20,7 @@
 #include "core/planning_core.h"
 #include "io/convert.h"
 #include "model/hardware.h"
+#include "tests/fuzz/fuzz_core.h"
 
 namespace {
 
@@ -78,30 +79,6 @@ class Recipe {
   size_t size_;
 };
 
-constexpr int64_t kMaxOps = 300'000;
-
-const PlanningCore& Core() {
-  static const PlanningCore* core = [] {
-    CoreLimits limits;
-    limits.max_graph_ops = kMaxOps;
-    limits.max_graph_tensors = 2 * kMaxOps;
-    limits.max_workload_layers = 8;
-    limits.max_timeline_points = 64;
-    limits.max_sweep_points = 8;
-    limits.max_event_ops = 2'000;
-    limits.max_recompute_tasks = 2'000'000;
-    return new PlanningCore(limits);
-  }();
-  return *core;
-}
-
-// Like the service's --max_request_s: an input plans for at most 3 s, then
-// is stopped through the stop function deadlines use.
-StopFn TimeLimit() {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  return [limit] { return std::chrono::steady_clock::now() >= limit; };
-}
-
 class GraphMaker {
  public:
   explicit GraphMaker(Recipe& r) : r_(r) {}
@@ -114,7 +91,7 @@ class GraphMaker {
     }
     Forward({}, {NewTensor(r_.Bytes())});
     const int segments = static_cast<int>(r_.Int(1, 12));
-    for (int s = 0; s < segments && g_.ops_size() < kMaxOps; ++s) {
+    for (int s = 0; s < segments && g_.ops_size() < kFuzzMaxOps; ++s) {
       switch (r_.Int(0, 5)) {
         case 0:
           Chain(r_.Count(50'000), /*saved=*/true);
@@ -187,7 +164,7 @@ class GraphMaker {
   void Chain(int64_t links, bool saved) {
     saved_next_ = saved;
     int64_t prev = AnyTensor();
-    for (int64_t i = 0; i < links && g_.ops_size() < kMaxOps; ++i) {
+    for (int64_t i = 0; i < links && g_.ops_size() < kFuzzMaxOps; ++i) {
       const int64_t t = NewTensor(r_.Int(1, 1 << 20));
       Forward({prev}, {t});
       prev = t;
@@ -198,7 +175,7 @@ class GraphMaker {
 
   void FanOut(int64_t width) {
     const int64_t from = AnyTensor();
-    for (int64_t i = 0; i < width && g_.ops_size() < kMaxOps; ++i) {
+    for (int64_t i = 0; i < width && g_.ops_size() < kFuzzMaxOps; ++i) {
       Forward({from}, {NewTensor(r_.Int(1, 1 << 20))});
     }
   }
@@ -233,7 +210,7 @@ class GraphMaker {
     std::vector<int64_t> reads = saved_;
     std::reverse(reads.begin(), reads.end());
     const int64_t stride = r_.Int(1, 8);
-    for (size_t i = 0; i < reads.size() && g_.ops_size() < kMaxOps + 1000;
+    for (size_t i = 0; i < reads.size() && g_.ops_size() < kFuzzMaxOps + 1000;
          i += stride) {
       v1::Op* op = g_.add_ops();
       op->set_id(g_.ops_size() - 1);
@@ -311,7 +288,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       req.add_policies(names[r.Int(0, names.size() - 1)]);
     }
     req.set_include_reasons(r.Bool());
-    Report(rpc, step, Core().PlanStep(req, TimeLimit()).status());
+    Report(rpc, step, FuzzCore().PlanStep(req, FuzzTimeLimit()).status());
   } else if (rpc == 1) {
     v1::SimulateRequest req;
     *req.mutable_step() = step;
@@ -328,7 +305,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       req.set_budget_fraction(static_cast<double>(r.Int(1, 1000)) / 1000);
     req.set_budget_covers_all_memory(r.Bool());
     req.set_timeline_points(static_cast<int32_t>(r.Int(0, 64)));
-    Report(rpc, step, Core().SimulateStep(req, TimeLimit()).status());
+    Report(rpc, step, FuzzCore().SimulateStep(req, FuzzTimeLimit()).status());
   } else {
     v1::SweepRequest req;
     *req.mutable_step() = step;
@@ -337,9 +314,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     req.set_step_fraction(0.35);
     req.add_policies("slackswap");
     if (r.Bool()) req.set_target(0.9);
-    Report(rpc, step,
-           Core().SweepBudgets(req, TimeLimit(),
-                               [](const v1::SweepResponse&) { return true; }));
+    Report(
+        rpc, step,
+        FuzzCore().SweepBudgets(req, FuzzTimeLimit(),
+                                [](const v1::SweepResponse&) { return true; }));
   }
   return 0;
 }
