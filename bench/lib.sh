@@ -1,6 +1,21 @@
 # Shell helpers the bench scripts share; source it from bash:
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+# require_built SCRIPT BUILD BIN...: exits 2, naming the targets to build,
+# unless every BIN is an executable.
+require_built() {
+  local script=$1 build=$2
+  shift 2
+  local bin targets=""
+  for bin in "$@"; do targets+=" $(basename "$bin")"; done
+  for bin in "$@"; do
+    if [[ ! -x $bin ]]; then
+      echo "$script: $bin not built (cmake --build $build --target$targets)" >&2
+      exit 2
+    fi
+  done
+}
+
 # start_slackswapd SLACKSWAPD LOG [FLAG...]: starts SLACKSWAPD in the
 # background on 127.0.0.1 with free ports (--port=0 --metrics_port=0) and the
 # extra FLAGs, its stderr to LOG, and waits up to 10 s for its first log line.

@@ -26,13 +26,7 @@ SERVER_THREADS=${SERVER_THREADS:-0}
 OUT_DIR=${OUT_DIR:-$(mktemp -d /tmp/slackswap-load.XXXXXX)}
 mkdir -p "$OUT_DIR"
 
-for bin in "$SLACKSWAPD" "$LOADGEN"; do
-  if [[ ! -x $bin ]]; then
-    echo "run_load.sh: $bin not built (cmake --build $BUILD --target" \
-      "slackswapd loadgen)" >&2
-    exit 2
-  fi
-done
+require_built run_load.sh "$BUILD" "$SLACKSWAPD" "$LOADGEN"
 
 SERVER_PID=""
 PORT=""

@@ -37,13 +37,7 @@ OUT_DIR=${OUT_DIR:-$(mktemp -d /tmp/slackswap-targets.XXXXXX)}
 TCMALLOC=${TCMALLOC:-/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4}
 mkdir -p "$OUT_DIR"
 
-for bin in "$SLACKSWAPD" "$LOADGEN" "$SLACKSWAP"; do
-  if [[ ! -x $bin ]]; then
-    echo "traffic_targets.sh: $bin not built (cmake --build $BUILD --target" \
-      "slackswapd loadgen slackswap)" >&2
-    exit 2
-  fi
-done
+require_built traffic_targets.sh "$BUILD" "$SLACKSWAPD" "$LOADGEN" "$SLACKSWAP"
 
 SERVER_PID=""
 PORT=""

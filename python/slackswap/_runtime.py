@@ -130,6 +130,16 @@ class _Packed(_View):
     __slots__ = ()
 
 
+def _copy_on(stream, dst, src):
+    """dst.copy_(src) queued on the CUDA `stream`; the event its end
+    records."""
+    with torch.cuda.stream(stream):
+        dst.copy_(src, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(stream)
+    return event
+
+
 def _written_args(func):
     """Positions and names of the arguments func writes in place."""
     out = set()
@@ -625,10 +635,7 @@ class Runtime:
                                    pin_memory=True)
             stream = self.side_streams()[0]
             stream.wait_stream(torch.cuda.current_stream(flat.device))
-            with torch.cuda.stream(stream):
-                host.copy_(flat, non_blocking=True)
-                event = torch.cuda.Event()
-                event.record(stream)
+            event = _copy_on(stream, host, flat)
             # The allocator keeps the block until the copy is done.
             flat.record_stream(stream)
             self.copy_events[g] = event
@@ -836,10 +843,7 @@ class Runtime:
                 done = self.copy_events.pop(t, None)
                 if done is not None:
                     stream.wait_event(done)
-                with torch.cuda.stream(stream):
-                    flat.copy_(host, non_blocking=True)
-                    event = torch.cuda.Event()
-                    event.record(stream)
+                event = _copy_on(stream, flat, host)
                 flat.record_stream(stream)
                 self.copy_events[t] = event
             else:
