@@ -75,10 +75,13 @@ TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
       {{"method", "Plan"}, {"code", "INVALID_ARGUMENT"}},
       [](double v) { return v == 3; }, kDeadline);
   EXPECT_EQ(counted.value_or(-1), 3);
+  const auto unparsable = [](const std::string& text) {
+    return text.find("unparsable request") != std::string::npos;
+  };
+  EXPECT_EQ(server.WaitForLines(unparsable, 3, kDeadline).size(), 3u)
+      << server.LogText();
   int logged = 0;
-  for (const auto& line : server.Lines()) {
-    logged += line.text.find("unparsable request") != std::string::npos;
-  }
+  for (const auto& line : server.Lines()) logged += unparsable(line.text);
   EXPECT_EQ(logged, 3);
   EXPECT_TRUE(Healthy(server));
 }

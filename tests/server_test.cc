@@ -323,16 +323,28 @@ TEST(ServerPlanTest, SecondIdenticalPlanIsACacheHit) {
   SlackswapdProcess server({"--threads=1"});
   ASSERT_TRUE(server.started()) << server.error();
   auto stub = v1::Planner::NewStub(Connect(server));
-  const v1::PlanRequest req = Gpt2Plan(4, 0.5, {"slackswap", "capuchin"});
-
-  v1::PlanResponse first;
-  v1::PlanResponse second;
-  for (v1::PlanResponse* resp : {&first, &second}) {
+  // A call's log line is written once gRPC has sent its reply, so the client
+  // can send the next call first: each call waits for its own line, and the
+  // details are in the order the calls were made.
+  size_t lines_seen = server.Lines().size();
+  std::vector<std::string> details;
+  auto plan = [&](const v1::PlanRequest& req, v1::PlanResponse* resp) {
     grpc::ClientContext ctx;
     SetDeadline(ctx);
     const grpc::Status s = stub->Plan(&ctx, req, resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+    const std::optional<LogLine> line = server.WaitForLine(
+        IsRequestLine("Plan"), std::chrono::seconds(10), lines_seen);
+    ASSERT_TRUE(line.has_value()) << server.LogText();
+    lines_seen = line->index + 1;
+    details.push_back(JsonField(line->text, "detail").value_or("?"));
+  };
+
+  const v1::PlanRequest req = Gpt2Plan(4, 0.5, {"slackswap", "capuchin"});
+  v1::PlanResponse first;
+  v1::PlanResponse second;
+  plan(req, &first);
+  plan(req, &second);
   EXPECT_FALSE(first.cache_hit());
   EXPECT_GT(first.server_seconds(), 0);
   EXPECT_TRUE(second.cache_hit());
@@ -342,14 +354,10 @@ TEST(ServerPlanTest, SecondIdenticalPlanIsACacheHit) {
 
   // A different request is not a hit.
   v1::PlanResponse third;
-  {
-    grpc::ClientContext ctx;
-    SetDeadline(ctx);
-    const grpc::Status s =
-        stub->Plan(&ctx, Gpt2Plan(4, 0.6, {"slackswap", "capuchin"}), &third);
-    ASSERT_TRUE(s.ok()) << s.error_message();
-  }
+  plan(Gpt2Plan(4, 0.6, {"slackswap", "capuchin"}), &third);
   EXPECT_FALSE(third.cache_hit());
+  EXPECT_THAT(details,
+              ::testing::ElementsAre("cache=miss", "cache=hit", "cache=miss"));
 
   const std::string scrape = ScrapeWhenIdle(server);
   EXPECT_EQ(MetricValue(scrape, "slackswap_cache_hits_total"), 1) << scrape;
@@ -357,14 +365,6 @@ TEST(ServerPlanTest, SecondIdenticalPlanIsACacheHit) {
   EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
                         {{"method", "Plan"}, {"code", "OK"}}),
             3);
-  std::vector<std::string> details;
-  for (const LogLine& l : server.Lines()) {
-    if (IsRequestLine("Plan")(l.text)) {
-      details.push_back(JsonField(l.text, "detail").value_or("?"));
-    }
-  }
-  EXPECT_THAT(details,
-              ::testing::ElementsAre("cache=miss", "cache=hit", "cache=miss"));
 }
 
 // --- catalog ----------------------------------------------------------------
@@ -637,6 +637,9 @@ TEST(ServerErrorsTest, BadRequestsGetTheRightCodeNamingTheField) {
   EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
                         {{"method", "Plan"}, {"code", "OK"}}),
             1);
+  EXPECT_EQ(server.WaitForLines(IsRequestLine("Plan"), 7, seconds(10)).size(),
+            7u)
+      << server.LogText();
   EXPECT_EQ(CountRequestLines(server, "Plan"), 7);
 }
 

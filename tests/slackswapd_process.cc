@@ -230,12 +230,17 @@ void SlackswapdProcess::ReadLoop(int fd) {
     partial.erase(0, start);
     if (!complete.empty()) {
       absl::MutexLock lock(&mu_);
-      for (LogLine& l : complete) lines_.push_back(std::move(l));
+      for (LogLine& l : complete) {
+        l.index = lines_.size();
+        lines_.push_back(std::move(l));
+      }
     }
   }
   close(fd);
   absl::MutexLock lock(&mu_);
-  if (!partial.empty()) lines_.push_back({partial, SteadyClock::now()});
+  if (!partial.empty()) {
+    lines_.push_back({partial, SteadyClock::now(), lines_.size()});
+  }
   eof_ = true;
 }
 
@@ -254,17 +259,22 @@ std::string SlackswapdProcess::LogText() const {
 std::optional<LogLine> SlackswapdProcess::WaitForLine(
     const std::function<bool(const std::string&)>& match,
     std::chrono::milliseconds timeout, size_t from) const {
+  std::vector<LogLine> found = WaitForLines(match, 1, timeout, from);
+  if (found.empty()) return std::nullopt;
+  return std::move(found.front());
+}
+
+std::vector<LogLine> SlackswapdProcess::WaitForLines(
+    const std::function<bool(const std::string&)>& match, size_t count,
+    std::chrono::milliseconds timeout, size_t from) const {
   const absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
   size_t next = from;
-  std::optional<LogLine> found;
+  std::vector<LogLine> found;
   auto ready = [&]() {
-    for (; next < lines_.size(); ++next) {
-      if (match(lines_[next].text)) {
-        found = lines_[next];
-        return true;
-      }
+    for (; next < lines_.size() && found.size() < count; ++next) {
+      if (match(lines_[next].text)) found.push_back(lines_[next]);
     }
-    return eof_;
+    return found.size() >= count || eof_;
   };
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
@@ -293,6 +303,10 @@ int SlackswapdProcess::Wait(std::chrono::milliseconds timeout) {
     return -1;
   }
   exit_status_ = *status;
+  // Its last lines may still be in the pipe: the log is whole once the
+  // reader has seen the end of it.
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&eof_), absl::Seconds(10));
   return *status;
 }
 

@@ -40,6 +40,9 @@ using SteadyClock = std::chrono::steady_clock;
 struct LogLine {
   std::string text;
   SteadyClock::time_point read_at;
+  // Its position in the log: the `from` that waits for the lines after it is
+  // index + 1.
+  size_t index = 0;
 };
 
 // A running slackswapd. Construction starts it with the given flags plus
@@ -88,13 +91,20 @@ class SlackswapdProcess {
       const std::function<bool(const std::string&)>& match,
       std::chrono::milliseconds timeout, size_t from = 0) const;
 
+  // Waits until `count` lines at index >= `from` satisfy `match`, and returns
+  // them; fewer after `timeout` or once stderr closed. A call's log line
+  // reaches the test a moment after the call is counted in the metrics.
+  std::vector<LogLine> WaitForLines(
+      const std::function<bool(const std::string&)>& match, size_t count,
+      std::chrono::milliseconds timeout, size_t from = 0) const;
+
   // kill(pid, sig). False (and a test failure) if the process is gone.
   bool SendSignal(int sig);
 
   // Waits for the process to exit and returns its exit status (128 + signal
   // when a signal ended it). If it has not exited within `timeout`, records
   // a test failure, kills it with SIGKILL and returns -1. Returns the saved
-  // status when called again.
+  // status when called again. Once it returns, Lines() holds the whole log.
   int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:
