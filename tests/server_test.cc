@@ -266,7 +266,7 @@ TEST(ServerFitTest, FitIsTheLocalAnswerCountedAndAdmittedByCost) {
   EXPECT_EQ(Deterministic(remote), Deterministic(*mine));
   ASSERT_EQ(remote.results_size(), 2);
   EXPECT_EQ(remote.results(0).hardware_name(), "a100-80gb-pcie4");
-  const std::string scrape = Scrape(server);
+  const std::string scrape = ScrapeWhenIdle(server);
   EXPECT_EQ(MetricValue(scrape, "slackswap_requests_total",
                         {{"method", "Fit"}, {"code", "OK"}}),
             1);
