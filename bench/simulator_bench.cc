@@ -105,7 +105,7 @@ Plan MixedPlan(const Graph& g, const OpDurations& durations) {
     swap = !swap;
   }
   const std::vector<int32_t> need =
-      OrDie(FirstNeedOps(g, plan, durations), g.name);
+      FirstNeedOps(OrDie(LowerWithoutPrefetches(g, plan, durations), g.name));
   for (int32_t t : idx.saved) {
     Decision& d = plan.decisions[t];
     if (d.action == Action::kSwap && need[t] <= idx.first_backward_op) {

@@ -88,7 +88,8 @@ absl::StatusOr<bool> ConvertUnprefetchableSwaps(const PlanningContext& ctx,
 
 }  // namespace
 
-absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
+absl::StatusOr<Schedule> AssignPrefetchPoints(const PlanningContext& ctx,
+                                              Plan& plan) {
   const Graph& g = ctx.graph;
   const StepAnalysis& a = ctx.analysis;
   // Never during the forward pass, when memory climbs to its peak.
@@ -103,11 +104,13 @@ absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
   // round trip: it becomes a recompute. That can pull other swapped tensors'
   // needs earlier (its chain may read them); the lowering confirms the needs
   // until none changes (once or twice: the worklist follows the chains).
+  Schedule lowered;
   std::vector<int32_t> need;
   for (bool changed = true; changed;) {
     SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
     SLACKSWAP_ASSIGN_OR_RETURN(
-        need, FirstNeedOps(g, plan, a.durations, ctx.Lowering()));
+        lowered, LowerWithoutPrefetches(g, plan, a.durations, ctx.Lowering()));
+    need = FirstNeedOps(lowered);
     SLACKSWAP_ASSIGN_OR_RETURN(
         changed, ConvertUnprefetchableSwaps(ctx, earliest, need, plan));
   }
@@ -144,21 +147,14 @@ absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan) {
     d.prefetch_after_op = std::max(d.prefetch_after_op, issued);
     issued = d.prefetch_after_op;
   }
-  return absl::OkStatus();
+  return lowered;
 }
 
-absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
-  SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
-  SLACKSWAP_RETURN_IF_ERROR(AssignPrefetchPoints(ctx, plan));
-  return JudgeAsIs(ctx, std::move(plan));
-}
+namespace {
 
-absl::StatusOr<Judged> JudgeAsIs(const PlanningContext& ctx, Plan plan) {
-  SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+absl::StatusOr<Judged> SimulateLowered(const PlanningContext& ctx, Plan plan,
+                                       Schedule schedule) {
   plan.budget_bytes = ctx.budget_bytes;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      Schedule schedule,
-      LowerPlan(ctx.graph, plan, ctx.analysis.durations, ctx.Lowering()));
   SimOptions opts;
   opts.budget_bytes = ctx.budget_bytes;
   opts.record_timeline = false;
@@ -168,6 +164,16 @@ absl::StatusOr<Judged> JudgeAsIs(const PlanningContext& ctx, Plan plan) {
       SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
                        opts));
   return Judged{std::move(plan), std::move(schedule), std::move(result)};
+}
+
+}  // namespace
+
+absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
+  SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+  SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
+                             AssignPrefetchPoints(ctx, plan));
+  SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(ctx.graph, plan, schedule));
+  return SimulateLowered(ctx, std::move(plan), std::move(schedule));
 }
 
 bool Better(const SimResult& a, const SimResult& b) {
@@ -516,7 +522,12 @@ absl::StatusOr<Judged> RefineBySimulation(const PlanningContext& ctx,
     std::optional<Plan> plan = PrefetchEarlier(ctx, judged.plan, t, waited);
     if (!plan.has_value()) continue;
     ++trials;
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged tried, JudgeAsIs(ctx, *std::move(plan)));
+    // The same actions: only the prefetches of the lowered plan change.
+    Schedule schedule = judged.schedule;
+    SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(ctx.graph, *plan, schedule));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Judged tried,
+        SimulateLowered(ctx, *std::move(plan), std::move(schedule)));
     if (Better(tried.result, judged.result)) judged = std::move(tried);
   }
   return judged;

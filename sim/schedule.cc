@@ -1,7 +1,7 @@
 #include "sim/schedule.h"
 
 #include <algorithm>
-#include <limits>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,10 +36,29 @@ enum class Where : uint8_t {
   kTemp,     // rebuilt for a recompute chain, freed after its last reader
 };
 
+// A swap's prefetch point is an op of the graph after the tensor's last
+// forward use.
+absl::Status CheckPrefetchPoint(const Graph& g, int32_t t, const Decision& d) {
+  const int32_t k = d.prefetch_after_op;
+  if (k < 0 || k >= static_cast<int32_t>(g.ops.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decision for ", g.TensorLabel(t),
+                     ": swap needs prefetch_after_op, an op of the graph"));
+  }
+  const int32_t after = std::max(g.index.producer[t], g.index.last_fwd_use[t]);
+  if (k <= after) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "decision for ", g.TensorLabel(t), ": prefetch_after_op ", g.OpLabel(k),
+        " must come after the tensor's last forward use ", g.OpLabel(after)));
+  }
+  return absl::OkStatus();
+}
+
 class Lowerer {
  public:
-  // Without prefetch points, swap decisions need none and none are issued:
-  // what planners use to learn when each swapped tensor is first needed.
+  // The schedule without prefetches (IssuePrefetches adds them). Without
+  // prefetch points, swap decisions need none: what planners lower to learn
+  // when each swapped tensor is first needed.
   Lowerer(const Graph& g, const Plan& plan, const OpDurations& d,
           const LoweringLimits& limits, bool with_prefetch_points)
       : g_(g),
@@ -63,17 +82,6 @@ class Lowerer {
     for (int32_t t = 0; t < num_tensors; ++t) {
       if (idx_.producer[t] == kNone) where_[t] = Where::kStatic;
     }
-    std::vector<TaskItem> prefetch_points;  // (op, tensor)
-    if (with_prefetch_points_) {
-      for (int32_t t = 0; t < num_tensors; ++t) {
-        const Decision& d = plan_.decisions[t];
-        if (d.action == Action::kSwap) {
-          prefetch_points.push_back({d.prefetch_after_op, t});
-        }
-      }
-    }
-    prefetch_at_op_ = BuildLists(prefetch_points, num_ops);
-
     out_.swapped_tensors = plan_.CountAction(Action::kSwap);
     out_.recomputed_tensors = plan_.CountAction(Action::kRecompute);
     out_.tasks.reserve(num_ops);
@@ -82,40 +90,13 @@ class Lowerer {
       SLACKSWAP_RETURN_IF_ERROR(LowerOp(o));
     }
 
-    // Without prefetch points the task list and first needs are all the
-    // caller reads.
-    if (!with_prefetch_points_) return std::move(out_);
-
-    // Prefetches issued together queue in the order they are first needed
-    // (a recompute chain may need one before its first backward use).
-    std::stable_sort(prefetches_.begin(), prefetches_.end(),
-                     [this](const TaskItem& x, const TaskItem& y) {
-                       return std::pair(x.first, NeedRank(x.second)) <
-                              std::pair(y.first, NeedRank(y.second));
-                     });
     const int32_t num_tasks = static_cast<int32_t>(out_.tasks.size());
     out_.waits = BuildLists(waits_, num_tasks);
     out_.allocs = BuildLists(allocs_, num_tasks);
     out_.frees = BuildLists(frees_, num_tasks);
     out_.swap_outs = BuildLists(swap_outs_, num_tasks);
     out_.forward_done = BuildLists(forward_done_, num_tasks);
-    out_.prefetches = BuildLists(prefetches_, num_tasks);
-
-    for (int32_t t = 0; t < num_tensors; ++t) {
-      const Decision& d = plan_.decisions[t];
-      if (d.action != Action::kSwap) continue;
-      const int32_t issue = out_.task_of_op[d.prefetch_after_op];
-      if (out_.first_need[t] == kNone || issue >= out_.first_need[t]) {
-        const int32_t need = out_.first_need[t] == kNone
-                                 ? kNone
-                                 : out_.tasks[out_.first_need[t]].op;
-        return absl::InvalidArgumentError(absl::StrCat(
-            "decision for ", g_.TensorLabel(t), ": prefetch_after_op ",
-            g_.OpLabel(d.prefetch_after_op),
-            " must start before the tensor's first backward need at ",
-            g_.OpLabel(need)));
-      }
-    }
+    out_.prefetches = BuildLists({}, num_tasks);
     return std::move(out_);
   }
 
@@ -126,7 +107,6 @@ class Lowerer {
           "plan has ", plan_.decisions.size(), " decisions for a graph of ",
           g_.tensors.size(), " tensors"));
     }
-    const int32_t num_ops = static_cast<int32_t>(g_.ops.size());
     for (size_t i = 0; i < plan_.decisions.size(); ++i) {
       const int32_t t = static_cast<int32_t>(i);
       const Decision& d = plan_.decisions[t];
@@ -139,19 +119,7 @@ class Lowerer {
                          d.action == Action::kSwap ? "swapped" : "recomputed"));
       }
       if (d.action != Action::kSwap || !with_prefetch_points_) continue;
-      const int32_t k = d.prefetch_after_op;
-      if (k < 0 || k >= num_ops) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("decision for ", g_.TensorLabel(t),
-                         ": swap needs prefetch_after_op, an op of the graph"));
-      }
-      const int32_t after = std::max(idx_.producer[t], idx_.last_fwd_use[t]);
-      if (k <= after) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "decision for ", g_.TensorLabel(t), ": prefetch_after_op ",
-            g_.OpLabel(k), " must come after the tensor's last forward use ",
-            g_.OpLabel(after)));
-      }
+      SLACKSWAP_RETURN_IF_ERROR(CheckPrefetchPoint(g_, t, d));
     }
     return absl::OkStatus();
   }
@@ -297,8 +265,6 @@ class Lowerer {
     SLACKSWAP_ASSIGN_OR_RETURN(const int32_t id, EmitReading(op.inputs, task));
     out_.task_of_op[o] = id;
 
-    for (int32_t t : prefetch_at_op_.Of(o)) prefetches_.push_back({id, t});
-
     for (int32_t in : op.inputs) {
       // An input listed twice is released once.
       if (last_reader_op_[in] == o) continue;
@@ -351,13 +317,6 @@ class Lowerer {
     }
   }
 
-  // Orders prefetches by when their tensor is first needed; never-needed
-  // ones last.
-  int32_t NeedRank(int32_t t) const {
-    const int32_t need = out_.first_need[t];
-    return need == kNone ? std::numeric_limits<int32_t>::max() : need;
-  }
-
   const Graph& g_;
   const GraphIndex& idx_;
   const Plan& plan_;
@@ -369,7 +328,6 @@ class Lowerer {
   std::vector<Where> where_;
   std::vector<int32_t> temp_last_reader_;
   std::vector<int32_t> temps_;
-  TaskLists prefetch_at_op_;  // by op: the swapped tensors prefetched there
   std::vector<Reading> reading_stack_;
   std::vector<int32_t> restored_;  // see Reading
   int32_t current_op_ = 0;
@@ -377,8 +335,7 @@ class Lowerer {
   std::vector<int32_t> last_reader_op_;
   int64_t recompute_tasks_ = 0;
   int64_t polls_ = 0;
-  std::vector<TaskItem> waits_, allocs_, frees_, swap_outs_, forward_done_,
-      prefetches_;
+  std::vector<TaskItem> waits_, allocs_, frees_, swap_outs_, forward_done_;
 };
 
 }  // namespace
@@ -386,23 +343,68 @@ class Lowerer {
 absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
                                    const OpDurations& durations,
                                    const LoweringLimits& limits) {
-  return Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/true)
+  absl::StatusOr<Schedule> s =
+      Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/true).Run();
+  if (!s.ok()) return s;
+  SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(g, plan, *s));
+  return s;
+}
+
+absl::StatusOr<Schedule> LowerWithoutPrefetches(const Graph& g,
+                                                const Plan& plan,
+                                                const OpDurations& durations,
+                                                const LoweringLimits& limits) {
+  return Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/false)
       .Run();
 }
 
-absl::StatusOr<std::vector<int32_t>> FirstNeedOps(
-    const Graph& g, const Plan& plan, const OpDurations& durations,
-    const LoweringLimits& limits) {
-  absl::StatusOr<Schedule> s =
-      Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/false).Run();
-  if (!s.ok()) return s.status();
-  std::vector<int32_t> need(g.tensors.size(), kNone);
+absl::Status IssuePrefetches(const Graph& g, const Plan& plan,
+                             Schedule& schedule) {
+  if (plan.decisions.size() != g.tensors.size() ||
+      schedule.first_need.size() != g.tensors.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan has ", plan.decisions.size(),
+                     " decisions and the schedule ", schedule.first_need.size(),
+                     " tensors for a graph of ", g.tensors.size(), " tensors"));
+  }
+  std::vector<TaskItem> prefetches;  // (task, tensor)
+  for (size_t i = 0; i < plan.decisions.size(); ++i) {
+    const int32_t t = static_cast<int32_t>(i);
+    const Decision& d = plan.decisions[t];
+    if (d.action != Action::kSwap) continue;
+    SLACKSWAP_RETURN_IF_ERROR(CheckPrefetchPoint(g, t, d));
+    const int32_t issue = schedule.task_of_op[d.prefetch_after_op];
+    const int32_t need = schedule.first_need[t];
+    if (need == kNone || issue >= need) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decision for ", g.TensorLabel(t), ": prefetch_after_op ",
+          g.OpLabel(d.prefetch_after_op),
+          " must start before the tensor's first backward need at ",
+          g.OpLabel(need == kNone ? kNone : schedule.tasks[need].op)));
+    }
+    prefetches.push_back({issue, t});
+  }
+  // Prefetches issued together queue in the order they are first needed (a
+  // recompute chain may need one before its first backward use).
+  std::sort(
+      prefetches.begin(), prefetches.end(),
+      [&](const TaskItem& x, const TaskItem& y) {
+        return std::tuple(x.first, schedule.first_need[x.second], x.second) <
+               std::tuple(y.first, schedule.first_need[y.second], y.second);
+      });
+  schedule.prefetches =
+      BuildLists(prefetches, static_cast<int32_t>(schedule.tasks.size()));
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> FirstNeedOps(const Schedule& schedule) {
+  std::vector<int32_t> need(schedule.first_need.size(), kNone);
   for (size_t t = 0; t < need.size(); ++t) {
-    int32_t task = s->first_need[t];
+    int32_t task = schedule.first_need[t];
     if (task == kNone) continue;
     // A chain's task needs it before the op the chain runs for.
-    while (s->tasks[task].recompute) ++task;
-    need[t] = s->tasks[task].op;
+    while (schedule.tasks[task].recompute) ++task;
+    need[t] = schedule.tasks[task].op;
   }
   return need;
 }

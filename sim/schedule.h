@@ -96,13 +96,34 @@ absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
                                    const OpDurations& durations,
                                    const LoweringLimits& limits = {});
 
-// For planners choosing prefetch points: per tensor the op before which the
-// plan first needs each swapped tensor back (its own backward use, or a
-// recompute chain that reads it), kNone for the others. Ignores the plan's
-// prefetch points.
-absl::StatusOr<std::vector<int32_t>> FirstNeedOps(
+// For planners that choose prefetch points from when each swapped tensor is
+// first needed: lowers `plan` ignoring its prefetch points, with no prefetch
+// issued (`prefetches` empty). IssuePrefetches then completes the same
+// schedule once the points are chosen, so the plan is lowered once:
+//
+//   absl::StatusOr<Schedule> s = LowerWithoutPrefetches(g, plan, durations);
+//   std::vector<int32_t> need = FirstNeedOps(*s);
+//   ... set plan.decisions[t].prefetch_after_op from need[t] ...
+//   absl::Status ok = IssuePrefetches(g, plan, *s);
+//
+// Fails as LowerPlan does, except on prefetch points.
+absl::StatusOr<Schedule> LowerWithoutPrefetches(
     const Graph& g, const Plan& plan, const OpDurations& durations,
     const LoweringLimits& limits = {});
+
+// Sets schedule.prefetches from plan's prefetch points: LowerPlan's
+// schedule. INVALID_ARGUMENT, naming the tensor, for a prefetch point that
+// is not an op after the tensor's last forward use and before its first
+// need; the schedule is unchanged then.
+// REQUIRES: `schedule` is LowerWithoutPrefetches of a plan with the same
+// actions as `plan`.
+absl::Status IssuePrefetches(const Graph& g, const Plan& plan,
+                             Schedule& schedule);
+
+// Per tensor, the op before which `schedule` first needs each swapped tensor
+// back (its own backward use, or a recompute chain that reads it); kNone for
+// the others.
+std::vector<int32_t> FirstNeedOps(const Schedule& schedule);
 
 }  // namespace slackswap
 

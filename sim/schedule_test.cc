@@ -87,5 +87,57 @@ TEST(LowerPlanTest, KeepAllIsTheGraphItself) {
   EXPECT_THAT(s->frees.Of(4), ElementsAre(f.x, f.s));
 }
 
+// A planner lowers once, reads the first needs, chooses prefetch points and
+// issues them: the schedule LowerPlan makes.
+TEST(LowerWithoutPrefetchesTest, ThenIssuePrefetchesIsLowerPlan) {
+  Fixture f;
+  Plan plan = Plan::KeepAll(f.g);
+  plan.decisions[f.z].action = Action::kRecompute;
+  plan.decisions[f.m].action = Action::kRecompute;
+  plan.decisions[f.s].action = Action::kSwap;
+  absl::StatusOr<Schedule> lowered = LowerWithoutPrefetches(f.g, plan, f.d);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_TRUE(lowered->prefetches.items.empty());
+  ASSERT_EQ(lowered->prefetches.offsets.size(), lowered->tasks.size() + 1);
+  const std::vector<int32_t> need = FirstNeedOps(*lowered);
+  EXPECT_EQ(need[f.s], 4);  // b1 reads it
+  EXPECT_EQ(need[f.z], kNone);
+
+  plan.decisions[f.s].prefetch_after_op = 3;
+  ASSERT_TRUE(IssuePrefetches(f.g, plan, *lowered).ok());
+  absl::StatusOr<Schedule> whole = LowerPlan(f.g, plan, f.d);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  std::vector<std::pair<int32_t, bool>> a, b;
+  for (const Task& t : lowered->tasks) a.push_back({t.op, t.recompute});
+  for (const Task& t : whole->tasks) b.push_back({t.op, t.recompute});
+  EXPECT_EQ(a, b);
+  for (auto list :
+       {&Schedule::waits, &Schedule::allocs, &Schedule::frees,
+        &Schedule::swap_outs, &Schedule::forward_done, &Schedule::prefetches}) {
+    EXPECT_EQ(((*lowered).*list).offsets, ((*whole).*list).offsets);
+    EXPECT_EQ(((*lowered).*list).items, ((*whole).*list).items);
+  }
+  EXPECT_THAT(lowered->prefetches.Of(6), ElementsAre(f.s));
+  EXPECT_EQ(lowered->first_need, whole->first_need);
+  EXPECT_EQ(lowered->task_of_op, whole->task_of_op);
+}
+
+TEST(LowerWithoutPrefetchesTest, AnInvalidPrefetchPointLeavesTheSchedule) {
+  Fixture f;
+  Plan plan = Plan::KeepAll(f.g);
+  plan.decisions[f.s].action = Action::kSwap;
+  absl::StatusOr<Schedule> lowered = LowerWithoutPrefetches(f.g, plan, f.d);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  // At its own need (b1), and before its producer is done (f0).
+  for (int32_t at : {4, 0}) {
+    plan.decisions[f.s].prefetch_after_op = at;
+    const absl::Status issued = IssuePrefetches(f.g, plan, *lowered);
+    EXPECT_EQ(issued.code(), absl::StatusCode::kInvalidArgument) << at;
+    EXPECT_THAT(std::string(issued.message()),
+                ::testing::HasSubstr("prefetch_after_op"));
+    EXPECT_TRUE(lowered->prefetches.items.empty()) << at;
+  }
+}
+
 }  // namespace
 }  // namespace slackswap

@@ -24,8 +24,11 @@ namespace slackswap {
 // timeline (copies run one at a time, in need order), so prefetched bytes
 // hold budget for as short a time as possible; never before the tensor's
 // last forward use. A swap needed before any op could issue its prefetch
-// becomes a recompute: the plan's decisions can change.
-absl::Status AssignPrefetchPoints(const PlanningContext& ctx, Plan& plan);
+// becomes a recompute: the plan's decisions can change. Returns the final
+// plan lowered without its prefetches (LowerWithoutPrefetches), which
+// IssuePrefetches completes.
+absl::StatusOr<Schedule> AssignPrefetchPoints(const PlanningContext& ctx,
+                                              Plan& plan);
 
 struct Judged {
   Plan plan;
@@ -36,9 +39,6 @@ struct Judged {
 
 // Assigns prefetch points and simulates under the budget (no timeline).
 absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan);
-
-// Simulates `plan` with the prefetch points it has.
-absl::StatusOr<Judged> JudgeAsIs(const PlanningContext& ctx, Plan plan);
 
 // True if a beats b: feasible first, then the shorter step, then fewer
 // bytes moved over the link, then less recompute, then the lower activation
