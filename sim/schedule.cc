@@ -56,17 +56,11 @@ absl::Status CheckPrefetchPoint(const Graph& g, int32_t t, const Decision& d) {
 
 class Lowerer {
  public:
-  // The schedule without prefetches (IssuePrefetches adds them). Without
-  // prefetch points, swap decisions need none: what planners lower to learn
-  // when each swapped tensor is first needed.
+  // The schedule without prefetches: IssuePrefetches adds them, and checks
+  // the prefetch points, which nothing here reads.
   Lowerer(const Graph& g, const Plan& plan, const OpDurations& d,
-          const LoweringLimits& limits, bool with_prefetch_points)
-      : g_(g),
-        idx_(g.index),
-        plan_(plan),
-        d_(d),
-        limits_(limits),
-        with_prefetch_points_(with_prefetch_points) {}
+          const LoweringLimits& limits)
+      : g_(g), idx_(g.index), plan_(plan), d_(d), limits_(limits) {}
 
   absl::StatusOr<Schedule> Run() {
     absl::Status s = CheckPlan();
@@ -118,8 +112,6 @@ class Lowerer {
                          "(produced in forward, read in backward) can be ",
                          d.action == Action::kSwap ? "swapped" : "recomputed"));
       }
-      if (d.action != Action::kSwap || !with_prefetch_points_) continue;
-      SLACKSWAP_RETURN_IF_ERROR(CheckPrefetchPoint(g_, t, d));
     }
     return absl::OkStatus();
   }
@@ -322,7 +314,6 @@ class Lowerer {
   const Plan& plan_;
   const OpDurations& d_;
   const LoweringLimits& limits_;
-  const bool with_prefetch_points_;
 
   Schedule out_;
   std::vector<Where> where_;
@@ -343,10 +334,9 @@ class Lowerer {
 absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
                                    const OpDurations& durations,
                                    const LoweringLimits& limits) {
-  absl::StatusOr<Schedule> s =
-      Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/true).Run();
-  if (!s.ok()) return s;
-  SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(g, plan, *s));
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      Schedule s, LowerWithoutPrefetches(g, plan, durations, limits));
+  SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(g, plan, s));
   return s;
 }
 
@@ -354,8 +344,7 @@ absl::StatusOr<Schedule> LowerWithoutPrefetches(const Graph& g,
                                                 const Plan& plan,
                                                 const OpDurations& durations,
                                                 const LoweringLimits& limits) {
-  return Lowerer(g, plan, durations, limits, /*with_prefetch_points=*/false)
-      .Run();
+  return Lowerer(g, plan, durations, limits).Run();
 }
 
 absl::Status IssuePrefetches(const Graph& g, const Plan& plan,

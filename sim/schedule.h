@@ -91,7 +91,7 @@ struct LoweringLimits {
 // activation, a swap without a valid prefetch point (it must come after the
 // tensor's last forward use and before its first backward need);
 // RESOURCE_EXHAUSTED past limits.max_recompute_tasks; CANCELLED when
-// limits.should_stop says so.
+// limits.should_stop says so. LowerWithoutPrefetches, then IssuePrefetches.
 absl::StatusOr<Schedule> LowerPlan(const Graph& g, const Plan& plan,
                                    const OpDurations& durations,
                                    const LoweringLimits& limits = {});

@@ -43,14 +43,19 @@ struct Fixture {
     d.rebuild_ns.assign(g.tensors.size(), 0);
     d.rebuild_ns[m] = 3;
   }
+  // z and m recomputed, s swapped (with no prefetch point yet).
+  Plan RecomputeZAndMSwapS() const {
+    Plan plan = Plan::KeepAll(g);
+    plan.decisions[z].action = Action::kRecompute;
+    plan.decisions[m].action = Action::kRecompute;
+    plan.decisions[s].action = Action::kSwap;
+    return plan;
+  }
 };
 
 TEST(LowerPlanTest, InsertsRecomputeChainsBeforeTheFirstNeed) {
   Fixture f;
-  Plan plan = Plan::KeepAll(f.g);
-  plan.decisions[f.z].action = Action::kRecompute;
-  plan.decisions[f.m].action = Action::kRecompute;
-  plan.decisions[f.s].action = Action::kSwap;
+  Plan plan = f.RecomputeZAndMSwapS();
   plan.decisions[f.s].prefetch_after_op = 3;
   absl::StatusOr<Schedule> s = LowerPlan(f.g, plan, f.d);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -91,10 +96,7 @@ TEST(LowerPlanTest, KeepAllIsTheGraphItself) {
 // issues them: the schedule LowerPlan makes.
 TEST(LowerWithoutPrefetchesTest, ThenIssuePrefetchesIsLowerPlan) {
   Fixture f;
-  Plan plan = Plan::KeepAll(f.g);
-  plan.decisions[f.z].action = Action::kRecompute;
-  plan.decisions[f.m].action = Action::kRecompute;
-  plan.decisions[f.s].action = Action::kSwap;
+  Plan plan = f.RecomputeZAndMSwapS();
   absl::StatusOr<Schedule> lowered = LowerWithoutPrefetches(f.g, plan, f.d);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   EXPECT_TRUE(lowered->prefetches.items.empty());
