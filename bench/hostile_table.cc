@@ -31,7 +31,7 @@ namespace slackswap {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::SlackswapdProcess;
+using testutil::SlackswapdProcess;
 
 struct Outcome {
   grpc::Status status;
@@ -48,10 +48,10 @@ Outcome Timed(Call call) {
 }
 
 Outcome Plan(const SlackswapdProcess& server, const v1::PlanRequest& req) {
-  auto stub = v1::Planner::NewStub(testing::Connect(server));
+  auto stub = v1::Planner::NewStub(testutil::Connect(server));
   return Timed([&] {
     grpc::ClientContext ctx;
-    testing::SetDeadline(ctx, std::chrono::seconds(200));
+    testutil::SetDeadline(ctx, std::chrono::seconds(200));
     v1::PlanResponse resp;
     return stub->Plan(&ctx, req, &resp);
   });
@@ -59,18 +59,18 @@ Outcome Plan(const SlackswapdProcess& server, const v1::PlanRequest& req) {
 
 Outcome Simulate(const SlackswapdProcess& server,
                  const v1::SimulateRequest& req) {
-  auto stub = v1::Planner::NewStub(testing::Connect(server));
+  auto stub = v1::Planner::NewStub(testutil::Connect(server));
   return Timed([&] {
     grpc::ClientContext ctx;
-    testing::SetDeadline(ctx, std::chrono::seconds(200));
+    testutil::SetDeadline(ctx, std::chrono::seconds(200));
     v1::SimulateResponse resp;
     return stub->Simulate(&ctx, req, &resp);
   });
 }
 
 Outcome Raw(const SlackswapdProcess& server, const std::string& bytes) {
-  const std::shared_ptr<grpc::Channel> channel = testing::Connect(server);
-  return Timed([&] { return testing::SendRawPlan(channel, bytes); });
+  const std::shared_ptr<grpc::Channel> channel = testutil::Connect(server);
+  return Timed([&] { return testutil::SendRawPlan(channel, bytes); });
 }
 void Row(const std::string& input, const SlackswapdProcess& server,
          const Outcome& o, const std::string& note = "") {
@@ -97,7 +97,7 @@ void Row(const std::string& input, const SlackswapdProcess& server,
 v1::PlanRequest PlanOf(const v1::OperatorGraph& g, double budget,
                        std::vector<std::string> policies = {}) {
   v1::PlanRequest req;
-  *req.mutable_step() = testing::InlineStep(g);
+  *req.mutable_step() = testutil::InlineStep(g);
   req.set_budget_fraction(budget);
   for (const std::string& p : policies) req.add_policies(p);
   return req;
@@ -111,32 +111,32 @@ TEST(HostileTable, Measure) {
   {
     SlackswapdProcess server({"--threads=2"});
     ASSERT_TRUE(server.started()) << server.error();
-    const v1::OperatorGraph chain = testing::ChainGraph(35'000);
+    const v1::OperatorGraph chain = testutil::ChainGraph(35'000);
     v1::SimulateRequest sim;
-    *sim.mutable_step() = testing::InlineStep(chain);
-    *sim.mutable_plan() = testing::RecomputeEverything(chain);
+    *sim.mutable_step() = testutil::InlineStep(chain);
+    *sim.mutable_plan() = testutil::RecomputeEverything(chain);
     Row(absl::StrFormat("Simulate: a 35,000-link chain, every activation "
                         "recomputed (%.1f MB)",
                         sim.ByteSizeLong() / 1e6),
         server, Simulate(server, sim));
-    const v1::PlanRequest plan = PlanOf(testing::ChainGraph(50'000), 0.3);
+    const v1::PlanRequest plan = PlanOf(testutil::ChainGraph(50'000), 0.3);
     Row(absl::StrFormat("Plan: a 50,000-link chain at budget 0.3, every "
                         "policy (%.1f MB)",
                         plan.ByteSizeLong() / 1e6),
         server, Plan(server, plan));
     const v1::PlanRequest fwd =
-        PlanOf(testing::ForwardChainGraph(400'000), 0.5, {"slackswap"});
+        PlanOf(testutil::ForwardChainGraph(400'000), 0.5, {"slackswap"});
     Row(absl::StrFormat("Plan: a 400,000-op forward chain (%.1f MB)",
                         fwd.ByteSizeLong() / 1e6),
         server, Plan(server, fwd));
-    v1::PlanRequest many = PlanOf(testing::ChainGraph(10), 0.5);
+    v1::PlanRequest many = PlanOf(testutil::ChainGraph(10), 0.5);
     for (int i = 0; i < 3000; ++i) many.add_policies("slackswap");
     Row("Plan: `policies` = \"slackswap\" x 3,000", server, Plan(server, many));
-    many = PlanOf(testing::ChainGraph(10), 0.5);
+    many = PlanOf(testutil::ChainGraph(10), 0.5);
     for (int i = 0; i < 60; ++i) many.add_policies("slackswap");
     Row("Plan: `policies` = \"slackswap\" x 60 (planned once)", server,
         Plan(server, many));
-    v1::PlanRequest hw = PlanOf(testing::ChainGraph(10), 0.5, {"swap_only"});
+    v1::PlanRequest hw = PlanOf(testutil::ChainGraph(10), 0.5, {"swap_only"});
     v1::HardwareProfile profile =
         HardwareToProto(*FindHardware("a100-80gb-pcie4"));
     profile.set_h2d_gbps(1e-300);
@@ -144,7 +144,7 @@ TEST(HostileTable, Measure) {
     *hw.mutable_step()->mutable_hardware_inline() = profile;
     Row("Plan: inline hardware with link rates of 1e-300 GB/s", server,
         Plan(server, hw));
-    v1::PlanRequest kind = PlanOf(testing::ChainGraph(10), 0.5);
+    v1::PlanRequest kind = PlanOf(testutil::ChainGraph(10), 0.5);
     v1::OpCost* cost = kind.mutable_step()
                            ->mutable_graph_inline()
                            ->mutable_ops(3)
@@ -152,11 +152,11 @@ TEST(HostileTable, Measure) {
     cost->clear_duration_ns();
     cost->set_flops(1e12);
     Row("Plan: an op with FLOPs and no kind", server, Plan(server, kind));
-    v1::PlanRequest name = PlanOf(testing::ChainGraph(10), 0.5);
+    v1::PlanRequest name = PlanOf(testutil::ChainGraph(10), 0.5);
     name.mutable_step()->set_hardware_name(std::string(20'000, 'x'));
     Row("Plan: a 20 KB hardware name", server, Plan(server, name));
     const std::string whole =
-        PlanOf(testing::ChainGraph(100), 0.5).SerializeAsString();
+        PlanOf(testutil::ChainGraph(100), 0.5).SerializeAsString();
     Row("Plan: a request cut in half (correctly framed)", server,
         Raw(server, whole.substr(0, whole.size() / 2)));
     std::string noise;
@@ -171,11 +171,11 @@ TEST(HostileTable, Measure) {
     SlackswapdProcess server({"--threads=2", "--max_request_s=5"});
     ASSERT_TRUE(server.started()) << server.error();
     const v1::PlanRequest dup =
-        PlanOf(testing::DuplicateInputGraph(200'000), 0.5);
+        PlanOf(testutil::DuplicateInputGraph(200'000), 0.5);
     Row("Plan: one op listing the same input 200,000 times "
         "(`--max_request_s=5`)",
         server, Plan(server, dup));
-    const v1::PlanRequest slow = PlanOf(testing::ChainGraph(200'000), 0.3);
+    const v1::PlanRequest slow = PlanOf(testutil::ChainGraph(200'000), 0.3);
     Row("Plan: a 200,000-link chain at 0.3, every policy "
         "(`--max_request_s=5`)",
         server, Plan(server, slow));
@@ -183,7 +183,7 @@ TEST(HostileTable, Measure) {
   {
     SlackswapdProcess server({"--threads=2", "--max_message_mb=128"});
     ASSERT_TRUE(server.started()) << server.error();
-    const v1::PlanRequest big = PlanOf(testing::ChainGraph(500'000), 0.5);
+    const v1::PlanRequest big = PlanOf(testutil::ChainGraph(500'000), 0.5);
     Row(absl::StrFormat("Plan: a 1,000,000-op chain (%.1f MB, "
                         "`--max_message_mb=128`)",
                         big.ByteSizeLong() / 1e6),
@@ -193,7 +193,7 @@ TEST(HostileTable, Measure) {
     SlackswapdProcess server(
         {"--threads=2", "--max_message_mb=128", "--max_queued_mb=2048"});
     ASSERT_TRUE(server.started()) << server.error();
-    const v1::PlanRequest big = PlanOf(testing::ChainGraph(500'000), 0.5);
+    const v1::PlanRequest big = PlanOf(testutil::ChainGraph(500'000), 0.5);
     Row("Plan: the same, `--max_queued_mb=2048`", server, Plan(server, big));
   }
   {
@@ -204,10 +204,10 @@ TEST(HostileTable, Measure) {
                               "--max_queued_mb=1024", "--max_request_mb=4096"});
     ASSERT_TRUE(server.started()) << server.error();
     const v1::PlanRequest slow =
-        PlanOf(testing::DuplicateInputGraph(1'000'000), 0.5);
-    auto stub = v1::Planner::NewStub(testing::Connect(server));
+        PlanOf(testutil::DuplicateInputGraph(1'000'000), 0.5);
+    auto stub = v1::Planner::NewStub(testutil::Connect(server));
     grpc::ClientContext ctx;
-    testing::SetDeadline(ctx, std::chrono::seconds(120));
+    testutil::SetDeadline(ctx, std::chrono::seconds(120));
     v1::PlanResponse resp;
     std::thread signal([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -239,12 +239,12 @@ TEST(HostileTable, Measure) {
     ASSERT_TRUE(server.started()) << server.error();
     for (const auto& [what, graph] :
          std::vector<std::pair<std::string, v1::OperatorGraph>>{
-             {"a 200,000-link chain", testing::ChainGraph(200'000)},
+             {"a 200,000-link chain", testutil::ChainGraph(200'000)},
              {"a 400,000-op forward chain",
-              testing::ForwardChainGraph(400'000)},
-             {"a fan-out of 200,000", testing::FanOutGraph(200'000)}}) {
+              testutil::ForwardChainGraph(400'000)},
+             {"a fan-out of 200,000", testutil::FanOutGraph(200'000)}}) {
       const size_t from = server.Lines().size();
-      auto stub = v1::Planner::NewStub(testing::Connect(server));
+      auto stub = v1::Planner::NewStub(testutil::Connect(server));
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(1));
@@ -253,11 +253,11 @@ TEST(HostileTable, Measure) {
       const Outcome o = Timed([&] { return stub->Plan(&ctx, req, &resp); });
       const auto line = server.WaitForLine(
           [](const std::string& text) {
-            return testing::JsonField(text, "msg") == "request";
+            return testutil::JsonField(text, "msg") == "request";
           },
           std::chrono::seconds(60), from);
       const std::string ms =
-          line.has_value() ? testing::JsonField(line->text, "ms").value_or("?")
+          line.has_value() ? testutil::JsonField(line->text, "ms").value_or("?")
                            : "?";
       Row(absl::StrCat("Plan: ", what,
                        " at 0.3, every policy, a 1 s deadline "

@@ -1,18 +1,21 @@
 // Google Benchmark: what a Plan request costs the server beyond planning.
 // For one gpt2-xl PlanRequest (slackswap at budget 0.5 on a100-80gb-pcie4)
 // it times:
-//   BM_CorePlan/<case>       (a) PlanningCore::Plan: resolve the workload,
+//   BM_CorePlan/<case>       (a) PlanningCore::PlanStep: resolve the workload,
 //                                analyse, plan and simulate, build the
 //                                response message;
 //   BM_ParseSerialize/<case> (b) PlanRequest::ParseFromString of the
 //                                serialized request plus
 //                                PlanResponse::SerializeToString of the
 //                                response (what the gRPC layer does per call);
-//   BM_CacheHitPath/<case>   (c) what a plan-cache hit costs the handler
-//                                besides (b): the cache key (the request's
-//                                deterministic serialization, as the server
-//                                makes it), PlanCache::Lookup (hash, lock,
-//                                copy) and ParseFromString of the response;
+//   BM_CacheHitPath/<case>   (c) a plan-cache hit as the server answered
+//                                one before its keys were digests: the
+//                                request's deterministic serialization as
+//                                the key, PlanCache::Lookup (hash, lock,
+//                                copy) and ParseFromString of the response
+//                                (the server now keys by io/request_key.h's
+//                                digest and sends the stored bytes
+//                                unparsed: docs/PERFORMANCE.md);
 //   BM_Ratio/<case>          (a) and (b) timed back to back in each
 //                                iteration on the thread's CPU clock; its
 //                                counter plan_over_wire is sum(a) / sum(b).

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "cli/defaults.h"
 #include "common/status_macros.h"
 #include "core/planning_core.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -281,7 +282,7 @@ absl::Status CheckHealth(const Flags& flags) {
     return absl::InvalidArgumentError("health needs --server HOST:PORT");
   }
   SLACKSWAP_ASSIGN_OR_RETURN(RemoteOptions o, RemoteOptionsFromFlags(flags));
-  if (o.timeout.count() == 0) o.timeout = std::chrono::seconds(5);
+  if (o.timeout.count() == 0) o.timeout = kDefaultHealthTimeout;
   auto stub = grpc::health::v1::Health::NewStub(MakeChannel(o));
   grpc::ClientContext ctx;
   PrepareContext(o, &ctx);

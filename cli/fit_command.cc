@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "cli/defaults.h"
 #include "cli/inputs.h"
 #include "common/format.h"
 #include "common/status_macros.h"
@@ -163,13 +164,13 @@ Command FitCommand() {
             {"target", "SHARE",
              "the share of the ideal throughput the least-memory answer "
              "keeps, in (0, 1]",
-             "0.99"},
+             absl::StrCat(kDefaultFitTarget)},
             {"headroom", "BYTES",
              "memory each device keeps free beyond its framework reserve "
              "(2GB)",
              "0"},
             {"policy", "NAME[,NAME...]",
-             "policies to plan with (not ideal or optimal)", "slackswap"},
+             "policies to plan with (not ideal or optimal)", kDefaultFitPolicy},
             ExpandableSegmentsFlag(),
             {"json", "", "print the FitResponse as JSON"}},
            BackendFlags()}),

@@ -2,8 +2,10 @@
 // server's grpc.health.v1 service answers SERVING.
 #include <ostream>
 
+#include "absl/strings/str_cat.h"
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "cli/defaults.h"
 #include "common/status_macros.h"
 
 namespace slackswap {
@@ -19,6 +21,17 @@ absl::Status RunHealth(const Flags& flags, std::ostream& out) {
   return absl::OkStatus();
 }
 
+// BackendFlags, with health's own --timeout default.
+FlagSpecs HealthFlags() {
+  FlagSpecs flags = BackendFlags();
+  for (FlagSpec& f : flags) {
+    if (f.name == "timeout") {
+      f.default_text = absl::StrCat(kDefaultHealthTimeout.count());
+    }
+  }
+  return flags;
+}
+
 }  // namespace
 
 Command HealthCommand() {
@@ -26,7 +39,7 @@ Command HealthCommand() {
       .name = "health",
       .summary = "exit 0 iff the server's health service answers SERVING",
       .synopsis = "--server HOST:PORT [flags]",
-      .flags = BackendFlags(),
+      .flags = HealthFlags(),
       .examples = {"slackswap health --server 127.0.0.1:50051 --timeout 3"},
       .run = &RunHealth,
   };

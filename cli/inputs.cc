@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/defaults.h"
 #include "common/format.h"
 #include "common/status_macros.h"
 #include "core/planning_core.h"
@@ -29,7 +30,7 @@ const FlagSpecs& StepFlags() {
       {"hardware", "NAME|FILE",
        absl::StrCat("a catalog profile (", absl::StrJoin(HardwareNames(), ", "),
                     ") or a HardwareProfile file"),
-       "a100-80gb-pcie4"},
+       kDefaultHardware},
   };
   return *flags;
 }
@@ -70,7 +71,8 @@ FlagSpecs BoundFlags() {
            "also compute the bound no plan can beat (an LP), and each "
            "policy's gap to it"},
           {"optimal-time-limit", "SECONDS",
-           "the optimal policy's solver time limit (at most 600)", "2"}};
+           "the optimal policy's solver time limit (at most 600)",
+           absl::StrCat(PlanningContext::kDefaultOptimalTimeLimitS)}};
 }
 
 FlagSpec TimelinePointsFlag() {
@@ -146,7 +148,7 @@ absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags) {
   std::string name;
   bool is_inline = false;
   SLACKSWAP_RETURN_IF_ERROR(
-      HardwareFromFlag(flags.Get("hardware").value_or("a100-80gb-pcie4"), &hw,
+      HardwareFromFlag(flags.Get("hardware").value_or(kDefaultHardware), &hw,
                        &name, &is_inline));
   if (is_inline) {
     *step.mutable_hardware_inline() = std::move(hw);

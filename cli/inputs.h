@@ -35,7 +35,7 @@ FlagSpecs BoundFlags();
 FlagSpec TimelinePointsFlag();
 
 // Exactly one of --workload and --graph; --hardware defaults to
-// a100-80gb-pcie4. Files are read here and sent inline.
+// kDefaultHardware (cli/defaults.h). Files are read here and sent inline.
 absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags);
 // The graph part of StepFromFlags: --graph FILE into `graph`, or the
 // workload into `workload`, exactly one of them.

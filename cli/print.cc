@@ -78,61 +78,56 @@ std::string BudgetLine(const v1::PlanReport& report) {
 
 }  // namespace
 
-void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
-  out << absl::StrFormat("%s on %s, %s\n", report.graph_name(),
-                         report.hardware_name(), BudgetLine(report));
-  const bool bound = report.has_bound_retained();
-  // A searched budget differs by policy: each row shows its own.
-  const bool budgets =
-      report.budget_device() || report.budget_covers_all_memory();
-  out << absl::StrFormat("  %-15s %9s %10s %9s%s %9s %4s %11s %11s %9s%s\n",
-                         "policy", "retained", "step ms", "peak",
-                         budgets ? absl::StrFormat(" %9s", "budget") : "",
-                         "reserved", "fits", "swapped", "recomputed", "plan ms",
-                         bound ? "  to bound" : "");
-  for (const v1::PolicyResult& p : report.results()) {
-    const v1::SimulationResult& r = p.result();
-    if (!p.unavailable().empty()) {
-      out << absl::StrFormat("  %-15s unavailable: %s\n", p.policy(),
-                             p.unavailable());
-      continue;
-    }
-    if (!r.feasible()) {
-      out << absl::StrFormat("  %-15s infeasible: %s", p.policy(),
-                             r.infeasible_reason());
-      if (p.has_min_budget_bytes()) {
-        out << absl::StrFormat(
-            " (its plans are feasible from %s, %.3f of "
-            "the peak)",
-            FormatBytes(p.min_budget_bytes()), p.min_budget_fraction());
-      }
-      out << "\n";
-      continue;
-    }
-    out << absl::StrFormat(
-        "  %-15s %8.2f%% %10.3f %9s%s %9s %4s %11d %11d %9.1f", p.policy(),
-        100 * r.throughput_retained(), r.step_ns() / 1e6,
-        FormatBytes(r.peak_activation_bytes()),
-        !budgets ? ""
-        : p.plan().budget_bytes() == 0
-            ? absl::StrFormat(" %9s", "-")
-            : absl::StrFormat(" %9s", FormatBytes(p.plan().budget_bytes())),
-        r.has_device() ? FormatBytes(r.device().peak_reserved_bytes()) : "-",
-        FitsCell(r), r.swapped_tensors(), r.recomputed_tensors(),
-        p.planning_seconds() * 1e3);
-    if (p.has_gap_to_bound()) {
-      out << absl::StrFormat(" %8.3f pp", 100 * p.gap_to_bound());
-    }
-    if (p.has_optimal_proven()) {
-      out << absl::StrFormat("  (%s; the model's bound %.3f%%)",
-                             p.optimal_proven()
-                                 ? "proven optimal for the model"
-                                 : "not proven optimal for the model",
-                             100 * p.model_bound_retained());
+namespace {
+
+// One policy's row: its figures, or why it has none.
+void PrintPolicyRow(const v1::PolicyResult& p, bool budgets,
+                    std::ostream& out) {
+  const v1::SimulationResult& r = p.result();
+  if (!p.unavailable().empty()) {
+    out << absl::StrFormat("  %-15s unavailable: %s\n", p.policy(),
+                           p.unavailable());
+    return;
+  }
+  if (!r.feasible()) {
+    out << absl::StrFormat("  %-15s infeasible: %s", p.policy(),
+                           r.infeasible_reason());
+    if (p.has_min_budget_bytes()) {
+      out << absl::StrFormat(
+          " (its plans are feasible from %s, %.3f of "
+          "the peak)",
+          FormatBytes(p.min_budget_bytes()), p.min_budget_fraction());
     }
     out << "\n";
+    return;
   }
-  if (bound) {
+  out << absl::StrFormat(
+      "  %-15s %8.2f%% %10.3f %9s%s %9s %4s %11d %11d %9.1f", p.policy(),
+      100 * r.throughput_retained(), r.step_ns() / 1e6,
+      FormatBytes(r.peak_activation_bytes()),
+      !budgets ? ""
+      : p.plan().budget_bytes() == 0
+          ? absl::StrFormat(" %9s", "-")
+          : absl::StrFormat(" %9s", FormatBytes(p.plan().budget_bytes())),
+      r.has_device() ? FormatBytes(r.device().peak_reserved_bytes()) : "-",
+      FitsCell(r), r.swapped_tensors(), r.recomputed_tensors(),
+      p.planning_seconds() * 1e3);
+  if (p.has_gap_to_bound()) {
+    out << absl::StrFormat(" %8.3f pp", 100 * p.gap_to_bound());
+  }
+  if (p.has_optimal_proven()) {
+    out << absl::StrFormat("  (%s; the model's bound %.3f%%)",
+                           p.optimal_proven()
+                               ? "proven optimal for the model"
+                               : "not proven optimal for the model",
+                           100 * p.model_bound_retained());
+  }
+  out << "\n";
+}
+
+// The lines under the table: the bound, an unmet budget, the device.
+void PrintReportNotes(const v1::PlanReport& report, std::ostream& out) {
+  if (report.has_bound_retained()) {
     out << absl::StrFormat(
         "  bound: no plan retains more than %.3f%% (a linear-programming "
         "relaxation)\n",
@@ -143,21 +138,39 @@ void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
   if (!report.budget_unmet().empty()) {
     out << "  budget not met: " << report.budget_unmet() << "\n";
   }
-  if (report.has_device()) {
-    const v1::DeviceFit& d = report.device();
-    out << "  device: " << d.summary();
-    if (d.fits_device()) {
-      out << (d.fits_without_plan() ? " (fits without a plan)"
-                                    : " (needs a plan)");
-    } else if (report.budget_device()) {
-      out << absl::StrFormat(" (no plan fits: the least any needs is %s)",
-                             FormatDeviceBytes(d.min_device_bytes()));
-    } else {
-      out << " (no plan at this budget fits; --budget device searches for "
-             "one)";
-    }
-    out << "\n";
+  if (!report.has_device()) return;
+  const v1::DeviceFit& d = report.device();
+  out << "  device: " << d.summary();
+  if (d.fits_device()) {
+    out << (d.fits_without_plan() ? " (fits without a plan)"
+                                  : " (needs a plan)");
+  } else if (report.budget_device()) {
+    out << absl::StrFormat(" (no plan fits: the least any needs is %s)",
+                           FormatDeviceBytes(d.min_device_bytes()));
+  } else {
+    out << " (no plan at this budget fits; --budget device searches for "
+           "one)";
   }
+  out << "\n";
+}
+
+}  // namespace
+
+void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
+  out << absl::StrFormat("%s on %s, %s\n", report.graph_name(),
+                         report.hardware_name(), BudgetLine(report));
+  // A searched budget differs by policy: each row shows its own.
+  const bool budgets =
+      report.budget_device() || report.budget_covers_all_memory();
+  out << absl::StrFormat("  %-15s %9s %10s %9s%s %9s %4s %11s %11s %9s%s\n",
+                         "policy", "retained", "step ms", "peak",
+                         budgets ? absl::StrFormat(" %9s", "budget") : "",
+                         "reserved", "fits", "swapped", "recomputed", "plan ms",
+                         report.has_bound_retained() ? "  to bound" : "");
+  for (const v1::PolicyResult& p : report.results()) {
+    PrintPolicyRow(p, budgets, out);
+  }
+  PrintReportNotes(report, out);
 }
 
 void PrintSweepTable(const v1::SweepReport& report,

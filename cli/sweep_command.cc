@@ -3,11 +3,13 @@
 //   [--target SHARE] [--server HOST:PORT ...]
 #include <ostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/backend.h"
 #include "cli/commands.h"
+#include "cli/defaults.h"
 #include "cli/inputs.h"
 #include "cli/print.h"
 #include "common/status_macros.h"
@@ -18,20 +20,36 @@ namespace slackswap {
 
 namespace {
 
+// A budget fraction as help shows it: 0.05, 0.1, 1.0.
+std::string HelpFraction(double fraction) {
+  std::string out = absl::StrCat(fraction);
+  if (!absl::StrContains(out, '.')) out += ".0";
+  return out;
+}
+
+// --budgets' default, FROM:TO:STEP.
+std::string DefaultBudgets() {
+  return absl::StrCat(HelpFraction(kDefaultSweepFrom), ":",
+                      HelpFraction(kDefaultSweepTo), ":",
+                      HelpFraction(kDefaultSweepStep));
+}
+
 absl::Status RunSweep(const Flags& flags, std::ostream& out) {
   if (flags.Has("csv") && flags.Has("json")) {
     return absl::InvalidArgumentError("give at most one of --csv and --json");
   }
   v1::SweepRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
-  const std::string range = flags.Get("budgets").value_or("0.1:1.0:0.05");
-  std::vector<std::string> parts = absl::StrSplit(range, ':');
-  double v[3];
-  if (parts.size() != 3 || !absl::SimpleAtod(parts[0], &v[0]) ||
-      !absl::SimpleAtod(parts[1], &v[1]) ||
-      !absl::SimpleAtod(parts[2], &v[2])) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--budgets '", range, "': expected FROM:TO:STEP fractions"));
+  double v[3] = {kDefaultSweepFrom, kDefaultSweepTo, kDefaultSweepStep};
+  if (flags.Has("budgets")) {
+    const std::string range = *flags.Get("budgets");
+    std::vector<std::string> parts = absl::StrSplit(range, ':');
+    if (parts.size() != 3 || !absl::SimpleAtod(parts[0], &v[0]) ||
+        !absl::SimpleAtod(parts[1], &v[1]) ||
+        !absl::SimpleAtod(parts[2], &v[2])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--budgets '", range, "': expected FROM:TO:STEP fractions"));
+    }
   }
   req.set_from(v[0]);
   req.set_to(v[1]);
@@ -86,7 +104,7 @@ Command SweepCommand() {
       .flags =
           Concat({StepFlags(),
                   {{"budgets", "FROM:TO:STEP", "budget fractions to plan",
-                    "0.1:1.0:0.05"},
+                    DefaultBudgets()},
                    PolicyFlag(),
                    {"csv", "", "print CSV"},
                    {"json", "", "print a SweepReport as JSON"},

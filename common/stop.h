@@ -8,6 +8,12 @@
 //     if (poller.Stop()) return absl::CancelledError("converting stopped");
 //     ...
 //   }
+//
+// The one way to ask: a loop through a StopPoller, its `every` sized to what
+// an iteration costs; a step taken once (a stage, a whole plan judged, a
+// solver's callback) through StopRequested.
+//
+//   if (StopRequested(ctx.should_stop)) return CancelledError("...");
 #ifndef SLACKSWAP_COMMON_STOP_H_
 #define SLACKSWAP_COMMON_STOP_H_
 
@@ -18,6 +24,9 @@ namespace slackswap {
 
 // True asks the work to stop (with CANCELLED). Empty: never stop.
 using StopFn = std::function<bool()>;
+
+// Asks `stop` now: true when it says stop (never when it is empty).
+inline bool StopRequested(const StopFn& stop) { return stop && stop(); }
 
 class StopPoller {
  public:

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "common/format.h"
 #include "common/saturating.h"
+#include "planner/budget_search.h"
 
 namespace slackswap {
 namespace {
@@ -19,7 +20,74 @@ constexpr int64_t kBytesPerRequest = 4 << 20;
 // elements), since it compares, repairs and refines every candidate.
 constexpr double kSecondsPerElementPlan = 3e-6;
 
+// A parsed request's memory per byte of its wire form.
+constexpr int64_t kParsedBytesPerWireByte = 12;
+
+// The LP bound's cost beside one slackswap plan of the same graph, from the
+// request's best plan as the core starts it (bench/planner_bench: 8 to 18
+// times on the reference workloads, 11 on a 10,000-op step; from scratch,
+// which only a request without a plan the model accepts pays, 25 to 220).
+constexpr double kBoundRelativeCost = 60;
+
+// Plannings of one bisection for a sweep's target answer: to 0.1% of the
+// peak from the swept points' bracket.
+constexpr double kTargetBisectionPlans = 12;
+
+// One simulation costs about a quarter of planning `ideal`.
+constexpr double kSimulationPlans = 0.25;
+
 }  // namespace
+
+int64_t ParsedRequestBytes(int64_t wire_bytes) {
+  return SaturatingMul(wire_bytes, kParsedBytesPerWireByte);
+}
+
+PlanningWork PlanRequestWork(const std::vector<const PolicyInfo*>& policies,
+                             bool searched, bool include_bound,
+                             double optimal_time_limit_s) {
+  PlanningWork work;
+  for (const PolicyInfo* policy : policies) {
+    if (searched && policy->may_be_unavailable) continue;
+    work.plans +=
+        policy->relative_cost *
+        (searched && !policy->unbudgeted_reference ? kMaxSearchEvaluations : 1);
+    if (policy->uses_solver_time && !searched) {
+      work.solver_seconds += optimal_time_limit_s;
+    }
+  }
+  if (include_bound && !searched) work.plans += kBoundRelativeCost;
+  return work;
+}
+
+PlanningWork SweepWork(const std::vector<const PolicyInfo*>& policies,
+                       int64_t budgets, bool asks_target, bool include_bound,
+                       double optimal_time_limit_s) {
+  PlanningWork work;
+  const double n = static_cast<double>(budgets);
+  for (const PolicyInfo* policy : policies) {
+    work.plans += policy->relative_cost;
+    if (policy->uses_solver_time) {
+      work.solver_seconds += optimal_time_limit_s * n;
+    }
+  }
+  work.plans *= n + (asks_target ? kTargetBisectionPlans : 0);
+  if (include_bound) work.plans += kBoundRelativeCost * n;
+  return work;
+}
+
+PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
+                     int64_t profiles) {
+  PlanningWork work;
+  if (policies.empty()) return work;
+  for (const PolicyInfo* p : policies) {
+    work.plans += p->relative_cost * kMaxSearchEvaluations;
+  }
+  work.plans += 2 * policies.front()->relative_cost * kMaxSearchEvaluations;
+  work.plans *= static_cast<double>(profiles);
+  return work;
+}
+
+PlanningWork SimulateWork() { return {kSimulationPlans, 0}; }
 
 int64_t GraphElements(const Graph& g) {
   int64_t n = static_cast<int64_t>(g.ops.size() + g.tensors.size());

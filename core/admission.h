@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "model/graph.h"
+#include "planner/policy.h"
 
 namespace slackswap {
 
@@ -36,6 +38,40 @@ int64_t GraphElements(const Graph& g);
 // the optimal policy's solver may run (its time limit per budget).
 CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans,
                           double solver_seconds = 0);
+
+// The memory a parsed request holds: about 12 times its wire size
+// (measured on graphs of 10^3 to 10^6 ops). Saturates.
+int64_t ParsedRequestBytes(int64_t wire_bytes);
+
+// How much planning a request asks for: plannings of its graph (each
+// weighted by PolicyInfo::relative_cost) and seconds of the optimal
+// policy's solver.
+struct PlanningWork {
+  double plans = 0;
+  double solver_seconds = 0;
+};
+
+// A Plan request: each policy once at an activation budget, or up to
+// kMaxSearchEvaluations times when its budget is searched (`searched`: the
+// device or all memory; a solver's policy is then not planned), plus the
+// bound when asked for at an activation budget.
+PlanningWork PlanRequestWork(const std::vector<const PolicyInfo*>& policies,
+                             bool searched, bool include_bound,
+                             double optimal_time_limit_s);
+
+// A Sweep: every policy at each of `budgets`, a bisection per policy when
+// it asks the target question, and the bound per budget when asked for.
+PlanningWork SweepWork(const std::vector<const PolicyInfo*>& policies,
+                       int64_t budgets, bool asks_target, bool include_bound,
+                       double optimal_time_limit_s);
+
+// A Fit request: per profile, each policy's device search and the first
+// policy's two bisections (the target, the least memory).
+PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
+                     int64_t profiles);
+
+// A Simulate request: one simulation.
+PlanningWork SimulateWork();
 
 // RESOURCE_EXHAUSTED naming `what`, the estimate and the limit when the
 // estimate exceeds max_bytes or max_seconds (either 0: no limit).

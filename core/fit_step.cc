@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "core/device_fit.h"
 #include "core/planning_core.h"
+#include "core/policy_round.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
 #include "planner/analysis.h"
@@ -20,8 +21,6 @@
 
 namespace slackswap {
 namespace {
-
-constexpr double kDefaultFitTarget = 0.99;
 
 // A Fit request, validated.
 struct FitSpec {
@@ -82,7 +81,7 @@ absl::StatusOr<FitSpec> ResolveFit(const v1::FitRequest& req,
   }
   if (req.policies().empty()) {
     SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* slackswap,
-                               FindPolicy("slackswap"));
+                               FindPolicy(kDefaultFitPolicy));
     spec.policies.push_back(slackswap);
   } else {
     SLACKSWAP_ASSIGN_OR_RETURN(spec.policies, ResolvePolicies(req.policies()));
@@ -127,11 +126,7 @@ absl::StatusOr<v1::FitResult> FitProfile(const FitSpec& spec,
     p->set_policy(policy->name);
     *p->mutable_result() = ResultToProto(s.result, g);
   }
-  SimOptions keep_opts = report;
-  keep_opts.should_stop = ctx.should_stop;
-  keep_opts.max_recompute_tasks = ctx.max_recompute_tasks;
-  SLACKSWAP_ASSIGN_OR_RETURN(SimResult keep,
-                             Simulate(g, hw, Plan::KeepAll(g), keep_opts));
+  SLACKSWAP_ASSIGN_OR_RETURN(SimResult keep, SimulateKeepAll(ctx, spec.device));
   const v1::DeviceFit fit = DescribeDeviceFit(results, ResultToProto(keep, g));
   out.set_fits_device(fit.fits_device());
   out.set_fits_without_plan(fit.fits_without_plan());
@@ -213,19 +208,13 @@ const char* FitVerdictOf(const v1::FitResult& f) {
 
 absl::StatusOr<v1::FitResponse> PlanningCore::FitStep(
     const v1::FitRequest& req, const StopFn& stop) const {
-  const auto start = std::chrono::steady_clock::now();
+  Stopwatch watch;
   SLACKSWAP_ASSIGN_OR_RETURN(FitSpec spec,
                              ResolveFit(req, limits_, stop, graphs_));
   const Graph& g = spec.graph;
-  // Per profile and policy: the device search; per profile, the
-  // bisections for the target and for the least memory.
-  double plans = 0;
-  for (const PolicyInfo* p : spec.policies) {
-    plans += p->relative_cost * kMaxSearchEvaluations;
-  }
-  plans += 2 * spec.policies.front()->relative_cost * kMaxSearchEvaluations;
-  plans *= static_cast<double>(spec.hardware.size());
-  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, plans));
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
+      g, req,
+      FitWork(spec.policies, static_cast<int64_t>(spec.hardware.size()))));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   v1::FitResponse resp;
   resp.set_graph_name(g.name);
@@ -250,9 +239,7 @@ absl::StatusOr<v1::FitResponse> PlanningCore::FitStep(
     *resp.add_results() = std::move(f);
   }
   Rank(spec.priced, *resp.mutable_results());
-  resp.set_server_seconds(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count());
+  resp.set_server_seconds(watch.Lap());
   return resp;
 }
 

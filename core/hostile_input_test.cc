@@ -337,14 +337,29 @@ TEST(HostileInputTest, ASolverTimeLimitPastTheRequestLimitIsRefused) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("would take an estimated"));
 }
 
+// Records what the core reports: a request refused by its estimate is
+// refused before the core reports its graph, which it does once admitted
+// and before any analysis, planning or simulation.
+class RecordingObserver : public CoreObserver {
+ public:
+  void GraphOps(int64_t ops) override { ++admitted; }
+  void PolicyRun(const std::string& policy, double planner_seconds,
+                 double simulator_seconds, double retained,
+                 bool feasible) override {
+    ++policy_runs;
+  }
+  int admitted = 0;
+  int policy_runs = 0;
+};
+
 TEST(HostileInputTest, AMillionOpChainIsRefusedByItsEstimatedCost) {
-  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  const v1::OperatorGraph g = testutil::ChainGraph(500'000);
   ASSERT_EQ(g.ops_size(), 1'000'000);
-  const PlanningCore core{ServerLimits()};
+  RecordingObserver observer;
+  const PlanningCore core{ServerLimits(), &observer};
   v1::PlanRequest plan;
   *plan.mutable_step() = Inline(g);
   plan.set_budget_fraction(0.5);
-  const auto started = std::chrono::steady_clock::now();
   absl::Status s = core.PlanStep(plan, {}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_THAT(std::string(s.message()),
@@ -360,18 +375,23 @@ TEST(HostileInputTest, AMillionOpChainIsRefusedByItsEstimatedCost) {
                         [](const v1::SweepResponse&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   // Refused before any planning: converting the graph is all it cost.
-  EXPECT_LT(std::chrono::steady_clock::now() - started,
-            std::chrono::duration<double>(10 * kSlowdown));
+  EXPECT_EQ(observer.admitted, 0);
+  EXPECT_EQ(observer.policy_runs, 0);
+  // The same core admits and plans a request it can afford: the counts
+  // above could have moved.
+  ASSERT_TRUE(core.PlanStep(Request(Tiny()), {}).ok());
+  EXPECT_EQ(observer.admitted, 1);
+  EXPECT_GT(observer.policy_runs, 0);
 }
 
 TEST(HostileInputTest, AMillionOpChainRecomputedWholeSimulatesWithoutLimits) {
   // Every link dropped: the first backward op rebuilds the whole chain, a
   // walk as deep as the graph (it once overflowed the stack).
-  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  const v1::OperatorGraph g = testutil::ChainGraph(500'000);
   const PlanningCore core{CoreLimits{}};
   v1::SimulateRequest sim;
   *sim.mutable_step() = Inline(g);
-  *sim.mutable_plan() = testing::RecomputeEverything(g);
+  *sim.mutable_plan() = testutil::RecomputeEverything(g);
   absl::StatusOr<v1::SimulateResponse> r = core.SimulateStep(sim, {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->result().feasible());
@@ -380,7 +400,7 @@ TEST(HostileInputTest, AMillionOpChainRecomputedWholeSimulatesWithoutLimits) {
   EXPECT_EQ(r->result().recompute_ns(), int64_t{500'000} * 1000);
 }
 
-TEST(HostileInputTest, AStopFunctionIsHeardWithin100MsWhateverTheShape) {
+TEST(HostileInputTest, AStopFunctionIsHeardSoonWhateverTheShape) {
   struct Shape {
     const char* name;
     v1::OperatorGraph graph;
@@ -388,18 +408,23 @@ TEST(HostileInputTest, AStopFunctionIsHeardWithin100MsWhateverTheShape) {
   };
   const std::vector<Shape> shapes = {
       {"a chain of 200,000 links, every policy",
-       testing::ChainGraph(200'000),
+       testutil::ChainGraph(200'000),
        {}},
       {"a forward chain of 400,000 ops",
-       testing::ForwardChainGraph(400'000),
+       testutil::ForwardChainGraph(400'000),
        {"slackswap", "recompute_only"}},
-      {"a fan-out of 200,000", testing::FanOutGraph(200'000), {}},
+      {"a fan-out of 200,000", testutil::FanOutGraph(200'000), {}},
       {"an input listed 1,000,000 times",
-       testing::DuplicateInputGraph(1'000'000),
+       testutil::DuplicateInputGraph(1'000'000),
        {}},
   };
   const PlanningCore core{CoreLimits{}};
   const auto deadline_after = std::chrono::milliseconds(300);
+  // How late a stop may be heard: the release build hears it within 50 to
+  // 75 ms on these shapes (docs/RELIABILITY.md); the margin is for a loaded
+  // 2-core machine under ctest -j2. Unpolled, these requests run for many
+  // seconds past the stop.
+  const std::chrono::duration<double> heard_within(0.5 * kSlowdown);
   for (const Shape& shape : shapes) {
     v1::PlanRequest req;
     *req.mutable_step() = Inline(shape.graph);
@@ -414,7 +439,7 @@ TEST(HostileInputTest, AStopFunctionIsHeardWithin100MsWhateverTheShape) {
     EXPECT_TRUE(r.ok() || r.status().code() == absl::StatusCode::kCancelled ||
                 r.status().code() == absl::StatusCode::kFailedPrecondition)
         << shape.name << ": " << r.status();
-    EXPECT_LT(late, std::chrono::duration<double>(0.1 * kSlowdown))
+    EXPECT_LT(late, heard_within)
         << shape.name << " answered "
         << std::chrono::duration<double>(late).count() << " s after the stop";
   }
@@ -432,8 +457,7 @@ TEST(HostileInputTest, AStopFunctionIsHeardWithin100MsWhateverTheShape) {
       [deadline] { return std::chrono::steady_clock::now() >= deadline; },
       [](const v1::SweepResponse&) { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
-  EXPECT_LT(std::chrono::steady_clock::now() - deadline,
-            std::chrono::duration<double>(0.1 * kSlowdown));
+  EXPECT_LT(std::chrono::steady_clock::now() - deadline, heard_within);
 }
 
 TEST(HostileInputTest, PolicyNamesAreDeduplicatedAndCapped) {

@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/stop.h"
+#include "core/admission.h"
 #include "core/fit_verdicts.h"
 #include "core/graph_source.h"
 #include "model/transformer.h"
@@ -74,6 +75,15 @@ class SweepRun {
   virtual absl::Status Next(
       const std::function<bool(const v1::SweepResponse&)>& emit) = 0;
 };
+// A Sweep request's budget fractions when it leaves them at zero.
+inline constexpr double kDefaultSweepFrom = 0.1;
+inline constexpr double kDefaultSweepTo = 1.0;
+inline constexpr double kDefaultSweepStep = 0.05;
+
+// A Fit request's target share and policy when it names none.
+inline constexpr double kDefaultFitTarget = 0.99;
+inline constexpr char kDefaultFitPolicy[] = "slackswap";
+
 // The profiles one Fit request may list.
 inline constexpr int kMaxFitProfiles = 16;
 
@@ -123,12 +133,11 @@ class PlanningCore {
       const v1::GetWorkloadRequest& req) const;
 
  private:
-  // RESOURCE_EXHAUSTED when `plans` plannings of g for `req`, and
-  // `solver_seconds` of the optimal policy's solver, are estimated to exceed
+  // RESOURCE_EXHAUSTED when `work` on g for `req` is estimated to exceed
   // the limits (core/admission.h).
   absl::Status CheckRequestCost(const Graph& g,
                                 const google::protobuf::Message& req,
-                                double plans, double solver_seconds = 0) const;
+                                const PlanningWork& work) const;
   // A planning context under this core's limits.
   PlanningContext Context(const Graph& g, const Hardware& hw,
                           const StepAnalysis& analysis, int64_t budget,

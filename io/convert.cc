@@ -196,53 +196,55 @@ int64_t UsToNs(double us) {
 
 }  // namespace
 
-absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb,
-                                     const StopFn& stop) {
-  StopPoller poller(stop);
-  if (pb.tensors_size() > kMaxEntities || pb.ops_size() > kMaxEntities) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "graph ", QuoteInput(pb.name()), " is too large: ", pb.tensors_size(),
-        " tensors, ", pb.ops_size(), " ops"));
-  }
-  Graph g;
-  g.name = pb.name();
-  g.description = pb.description();
-  g.tensors.reserve(pb.tensors_size());
-  g.ops.reserve(pb.ops_size());
+namespace {
 
-  absl::flat_hash_map<int64_t, int32_t> tensor_index;
+// Wire ids to indices.
+using IdIndex = absl::flat_hash_map<int64_t, int32_t>;
+
+absl::Status ConversionStopped() {
+  return absl::CancelledError("converting the graph stopped");
+}
+
+absl::StatusOr<Tensor> TensorFromProto(const v1::Tensor& t,
+                                       const std::string& where) {
+  Tensor tensor;
+  tensor.name = t.name();
+  tensor.bytes = t.size_bytes();
+  tensor.dtype = t.dtype();
+  tensor.shape = t.shape();
+  tensor.external_id = t.id();
+  SLACKSWAP_ASSIGN_OR_RETURN(tensor.kind, TensorKindFromProto(t.kind(), where));
+  if (!v1::RecomputeClass_IsValid(t.recompute_class())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": recompute_class has unknown value ", t.recompute_class()));
+  }
+  tensor.recompute_class = static_cast<RecomputeClass>(t.recompute_class());
+  return tensor;
+}
+
+// g's tensors from pb's, with their rebuild recipes, and the index of their
+// wire ids.
+absl::Status TensorsFromProto(const v1::OperatorGraph& pb, StopPoller& poller,
+                              Graph& g, IdIndex& tensor_index) {
   tensor_index.reserve(pb.tensors_size());
   for (int i = 0; i < pb.tensors_size(); ++i) {
-    if (poller.Stop())
-      return absl::CancelledError("converting the graph stopped");
+    if (poller.Stop()) return ConversionStopped();
     const v1::Tensor& t = pb.tensors(i);
-    const std::string where =
-        absl::StrCat("tensor ", t.id(), " (", ShortName(t.name()), ")");
     auto [it, inserted] = tensor_index.emplace(t.id(), i);
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensors[", i, "]: id ", t.id(), " is already used by tensors[",
           it->second, "] (", ShortName(pb.tensors(it->second).name()), ")"));
     }
-    Tensor tensor;
-    tensor.name = t.name();
-    tensor.bytes = t.size_bytes();
-    tensor.dtype = t.dtype();
-    tensor.shape = t.shape();
-    tensor.external_id = t.id();
-    SLACKSWAP_ASSIGN_OR_RETURN(tensor.kind,
-                               TensorKindFromProto(t.kind(), where));
-    if (!v1::RecomputeClass_IsValid(t.recompute_class())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": recompute_class has unknown value ", t.recompute_class()));
-    }
-    tensor.recompute_class = static_cast<RecomputeClass>(t.recompute_class());
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Tensor tensor,
+        TensorFromProto(t, absl::StrCat("tensor ", t.id(), " (",
+                                        ShortName(t.name()), ")")));
     g.tensors.push_back(std::move(tensor));
   }
   // Rebuild inputs refer to tensors, so they resolve once all are known.
   for (int i = 0; i < pb.tensors_size(); ++i) {
-    if (poller.Stop())
-      return absl::CancelledError("converting the graph stopped");
+    if (poller.Stop()) return ConversionStopped();
     const v1::Tensor& t = pb.tensors(i);
     if (!t.has_rebuild()) continue;
     const std::string where =
@@ -254,12 +256,17 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb,
                                CostFromProto(t.rebuild().cost(), where));
     g.tensors[i].rebuild = std::move(r);
   }
+  return absl::OkStatus();
+}
 
-  absl::flat_hash_map<int64_t, int32_t> op_index;
+// g's ops from pb's. REQUIRES: g's tensors converted (tensor_index).
+absl::Status OpsFromProto(const v1::OperatorGraph& pb,
+                          const IdIndex& tensor_index, StopPoller& poller,
+                          Graph& g) {
+  IdIndex op_index;
   op_index.reserve(pb.ops_size());
   for (int i = 0; i < pb.ops_size(); ++i) {
-    if (poller.Stop())
-      return absl::CancelledError("converting the graph stopped");
+    if (poller.Stop()) return ConversionStopped();
     const v1::Op& o = pb.ops(i);
     const std::string where = OpWhere(o, i);
     auto [it, inserted] = op_index.emplace(o.id(), i);
@@ -281,6 +288,27 @@ absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb,
         ResolveIds(o.output_ids(), tensor_index, where, "output", &op.outputs));
     g.ops.push_back(std::move(op));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb,
+                                     const StopFn& stop) {
+  StopPoller poller(stop);
+  if (pb.tensors_size() > kMaxEntities || pb.ops_size() > kMaxEntities) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph ", QuoteInput(pb.name()), " is too large: ", pb.tensors_size(),
+        " tensors, ", pb.ops_size(), " ops"));
+  }
+  Graph g;
+  g.name = pb.name();
+  g.description = pb.description();
+  g.tensors.reserve(pb.tensors_size());
+  g.ops.reserve(pb.ops_size());
+  IdIndex tensor_index;
+  SLACKSWAP_RETURN_IF_ERROR(TensorsFromProto(pb, poller, g, tensor_index));
+  SLACKSWAP_RETURN_IF_ERROR(OpsFromProto(pb, tensor_index, poller, g));
   SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g, stop));
   return g;
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/format.h"
+#include "common/status_macros.h"
 
 namespace slackswap {
 namespace {
@@ -89,6 +90,257 @@ std::string DescribeCycle(const Graph& g,
   return "";
 }
 
+// IndexGraph in two halves: validation, which finds each tensor's producer
+// as it checks the ops' outputs (the checks of the inputs need them), then
+// indexing. Both poll one stop function through one poller, and Poll() is
+// the one place that says so.
+class Indexer {
+ public:
+  Indexer(Graph& g, const StopFn& stop)
+      : g_(g),
+        idx_(g.index),
+        num_tensors_(static_cast<int32_t>(g.tensors.size())),
+        num_ops_(static_cast<int32_t>(g.ops.size())),
+        poller_(stop) {}
+
+  // Every check; on success idx_.producer is set and the rest of idx_ empty.
+  absl::Status Validate() {
+    if (num_ops_ == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph ", QuoteInput(g_.name), " has no ops"));
+    }
+    int64_t total_bytes = 0;
+    SLACKSWAP_RETURN_IF_ERROR(CheckTensors(total_bytes));
+    idx_ = GraphIndex();
+    idx_.producer.assign(num_tensors_, kNone);
+    SLACKSWAP_RETURN_IF_ERROR(CheckOps(total_bytes));
+    SLACKSWAP_RETURN_IF_ERROR(CheckRebuildOrder());
+    return CheckInputs();
+  }
+
+  // The rest of the index. REQUIRES: Validate() succeeded.
+  absl::Status Index() {
+    idx_.last_fwd_use.assign(num_tensors_, kNone);
+    idx_.first_bwd_use.assign(num_tensors_, kNone);
+    idx_.last_use.assign(num_tensors_, kNone);
+    idx_.is_saved.assign(num_tensors_, false);
+    std::vector<int32_t> consumer_count(num_tensors_, 0);
+    SLACKSWAP_RETURN_IF_ERROR(IndexUses(consumer_count));
+    SLACKSWAP_RETURN_IF_ERROR(IndexConsumers(consumer_count));
+    return IndexSaved();
+  }
+
+ private:
+  absl::Status Poll() {
+    if (poller_.Stop())
+      return absl::CancelledError("indexing the graph stopped");
+    return absl::OkStatus();
+  }
+
+  // Adds `bytes`, the `field` of what `label()` names, to the graph's
+  // total: none negative, the total within kMaxGraphBytes. The label is
+  // made only for an error.
+  template <typename Label>
+  static absl::Status CountBytes(const Label& label, const char* field,
+                                 int64_t bytes, int64_t& total_bytes) {
+    if (bytes < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label(), ": ", field, " must be >= 0, got ", bytes));
+    }
+    if (AddOverflows(total_bytes, bytes, &total_bytes) ||
+        total_bytes > kMaxGraphBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label(), ": ", field, " makes the graph's bytes exceed ",
+                       kMaxGraphBytes, " (2^60)"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckTensors(int64_t& total_bytes) {
+    for (int32_t t = 0; t < num_tensors_; ++t) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      const Tensor& tensor = g_.tensors[t];
+      SLACKSWAP_RETURN_IF_ERROR(CountBytes([&] { return g_.TensorLabel(t); },
+                                           "size_bytes", tensor.bytes,
+                                           total_bytes));
+      if (!tensor.rebuild.has_value()) continue;
+      const std::string where = absl::StrCat(g_.TensorLabel(t), " rebuild");
+      SLACKSWAP_RETURN_IF_ERROR(CheckCost(g_, tensor.rebuild->cost, where));
+      for (int32_t in : tensor.rebuild->inputs) {
+        if (in < 0 || in >= num_tensors_) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": input tensor ", in, " does not exist"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Producers first, so a read before production can be told from a read of
+  // a tensor nobody produces (a static input).
+  absl::Status CheckOps(int64_t& total_bytes) {
+    for (int32_t o = 0; o < num_ops_; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      const Op& op = g_.ops[o];
+      SLACKSWAP_RETURN_IF_ERROR(CheckCost(g_, op.cost, g_.OpLabel(o)));
+      SLACKSWAP_RETURN_IF_ERROR(CountBytes([&] { return g_.OpLabel(o); },
+                                           "workspace_bytes",
+                                           op.workspace_bytes, total_bytes));
+      for (int32_t out : op.outputs) {
+        SLACKSWAP_RETURN_IF_ERROR(CheckOutput(o, out));
+        idx_.producer[out] = o;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckOutput(int32_t o, int32_t out) const {
+    if (out < 0 || out >= num_tensors_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          g_.OpLabel(o), ": output tensor ", out, " does not exist"));
+    }
+    if (idx_.producer[out] != kNone) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          g_.OpLabel(o), ": output ", g_.TensorLabel(out),
+          " is already produced by ", g_.OpLabel(idx_.producer[out])));
+    }
+    if (g_.tensors[out].kind != TensorKind::kActivation &&
+        g_.tensors[out].kind != TensorKind::kGradient) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(g_.OpLabel(o), ": output ", g_.TensorLabel(out),
+                       " is static (parameter, optimizer state or input) "
+                       "and cannot be produced by an op"));
+    }
+    return absl::OkStatus();
+  }
+
+  // A rebuild may only read what existed before the tensor was first made,
+  // so rebuilding terminates.
+  absl::Status CheckRebuildOrder() {
+    for (int32_t t = 0; t < num_tensors_; ++t) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      if (!g_.tensors[t].rebuild.has_value()) continue;
+      for (int32_t in : g_.tensors[t].rebuild->inputs) {
+        const int32_t p = idx_.producer[in];
+        if (in == t || (p != kNone &&
+                        (idx_.producer[t] == kNone || p >= idx_.producer[t]))) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              g_.TensorLabel(t), " rebuild: input ", g_.TensorLabel(in),
+              " is not produced before the tensor it rebuilds"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckInputs() {
+    for (int32_t o = 0; o < num_ops_; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      for (int32_t in : g_.ops[o].inputs) {
+        SLACKSWAP_RETURN_IF_ERROR(CheckInput(o, in));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckInput(int32_t o, int32_t in) const {
+    if (in < 0 || in >= num_tensors_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          g_.OpLabel(o), ": input tensor ", in, " does not exist"));
+    }
+    const int32_t p = idx_.producer[in];
+    if (p == o) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(g_.OpLabel(o), ": reads its own output ",
+                       g_.TensorLabel(in), " (a self-loop)"));
+    }
+    if (p > o) {
+      std::string cycle = DescribeCycle(g_, idx_.producer);
+      if (!cycle.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the ops form a cycle: ", cycle));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(g_.OpLabel(o), ": reads ", g_.TensorLabel(in),
+                       " before it is produced by ", g_.OpLabel(p),
+                       " (ops must be listed in launch order)"));
+    }
+    if (p == kNone && (g_.tensors[in].kind == TensorKind::kActivation ||
+                       g_.tensors[in].kind == TensorKind::kGradient)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(g_.OpLabel(o), ": reads ", g_.TensorLabel(in),
+                       " which no op produces (mark data inputs kind INPUT)"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status IndexUses(std::vector<int32_t>& consumer_count) {
+    for (int32_t o = 0; o < num_ops_; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      const Op& op = g_.ops[o];
+      for (int32_t in : op.inputs) {
+        ++consumer_count[in];
+        if (op.phase == Phase::kForward) idx_.last_fwd_use[in] = o;
+        if (op.phase == Phase::kBackward && idx_.first_bwd_use[in] == kNone) {
+          idx_.first_bwd_use[in] = o;
+        }
+        idx_.last_use[in] = o;
+      }
+      if (op.phase != Phase::kForward && idx_.first_backward_op == kNone) {
+        idx_.first_backward_op = o;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status IndexConsumers(const std::vector<int32_t>& consumer_count) {
+    idx_.consumer_offsets.assign(num_tensors_ + 1, 0);
+    for (int32_t t = 0; t < num_tensors_; ++t) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      idx_.consumer_offsets[t + 1] =
+          idx_.consumer_offsets[t] + consumer_count[t];
+    }
+    idx_.consumers.resize(idx_.consumer_offsets[num_tensors_]);
+    std::vector<int32_t> fill(idx_.consumer_offsets.begin(),
+                              idx_.consumer_offsets.end() - 1);
+    for (int32_t o = 0; o < num_ops_; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      for (int32_t in : g_.ops[o].inputs) idx_.consumers[fill[in]++] = o;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status IndexSaved() {
+    for (int32_t t = 0; t < num_tensors_; ++t) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      const int32_t p = idx_.producer[t];
+      if (p == kNone) {
+        idx_.static_bytes += g_.tensors[t].bytes;
+        continue;
+      }
+      if (g_.ops[p].phase == Phase::kForward &&
+          idx_.first_bwd_use[t] != kNone) {
+        idx_.is_saved[t] = true;
+        idx_.saved_bytes += g_.tensors[t].bytes;
+      }
+    }
+    // Production order: by producer, then output position.
+    for (int32_t o = 0; o < num_ops_; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      for (int32_t out : g_.ops[o].outputs) {
+        if (idx_.is_saved[out]) idx_.saved.push_back(out);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  Graph& g_;
+  GraphIndex& idx_;
+  const int32_t num_tensors_;
+  const int32_t num_ops_;
+  StopPoller poller_;
+};
+
 }  // namespace
 
 const char* RecomputeClassName(RecomputeClass c) {
@@ -150,189 +402,9 @@ std::string Graph::TensorLabel(int32_t tensor) const {
 }
 
 absl::Status IndexGraph(Graph& g, const StopFn& stop) {
-  StopPoller poller(stop);
-  const int32_t num_tensors = static_cast<int32_t>(g.tensors.size());
-  const int32_t num_ops = static_cast<int32_t>(g.ops.size());
-  if (num_ops == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("graph ", QuoteInput(g.name), " has no ops"));
-  }
-
-  int64_t total_bytes = 0;
-  for (int32_t t = 0; t < num_tensors; ++t) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    const Tensor& tensor = g.tensors[t];
-    if (tensor.bytes < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          g.TensorLabel(t), ": size_bytes must be >= 0, got ", tensor.bytes));
-    }
-    if (AddOverflows(total_bytes, tensor.bytes, &total_bytes) ||
-        total_bytes > kMaxGraphBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          g.TensorLabel(t), ": size_bytes makes the graph's bytes exceed ",
-          kMaxGraphBytes, " (2^60)"));
-    }
-    if (tensor.rebuild.has_value()) {
-      const std::string where = absl::StrCat(g.TensorLabel(t), " rebuild");
-      absl::Status s = CheckCost(g, tensor.rebuild->cost, where);
-      if (!s.ok()) return s;
-      for (int32_t in : tensor.rebuild->inputs) {
-        if (in < 0 || in >= num_tensors) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ": input tensor ", in, " does not exist"));
-        }
-      }
-    }
-  }
-
-  GraphIndex& idx = g.index;
-  idx = GraphIndex();
-  idx.producer.assign(num_tensors, kNone);
-  idx.last_fwd_use.assign(num_tensors, kNone);
-  idx.first_bwd_use.assign(num_tensors, kNone);
-  idx.last_use.assign(num_tensors, kNone);
-  idx.is_saved.assign(num_tensors, false);
-
-  // Producers first, so a read before production can be told from a read of
-  // a tensor nobody produces (a static input).
-  for (int32_t o = 0; o < num_ops; ++o) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    const Op& op = g.ops[o];
-    absl::Status s = CheckCost(g, op.cost, g.OpLabel(o));
-    if (!s.ok()) return s;
-    if (op.workspace_bytes < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(g.OpLabel(o), ": workspace_bytes must be >= 0, got ",
-                       op.workspace_bytes));
-    }
-    if (AddOverflows(total_bytes, op.workspace_bytes, &total_bytes) ||
-        total_bytes > kMaxGraphBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          g.OpLabel(o), ": workspace_bytes makes the graph's bytes exceed ",
-          kMaxGraphBytes, " (2^60)"));
-    }
-    for (int32_t out : op.outputs) {
-      if (out < 0 || out >= num_tensors) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            g.OpLabel(o), ": output tensor ", out, " does not exist"));
-      }
-      if (idx.producer[out] != kNone) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            g.OpLabel(o), ": output ", g.TensorLabel(out),
-            " is already produced by ", g.OpLabel(idx.producer[out])));
-      }
-      if (g.tensors[out].kind != TensorKind::kActivation &&
-          g.tensors[out].kind != TensorKind::kGradient) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(g.OpLabel(o), ": output ", g.TensorLabel(out),
-                         " is static (parameter, optimizer state or input) "
-                         "and cannot be produced by an op"));
-      }
-      idx.producer[out] = o;
-    }
-  }
-
-  // A rebuild may only read what existed before the tensor was first made,
-  // so rebuilding terminates.
-  for (int32_t t = 0; t < num_tensors; ++t) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    if (!g.tensors[t].rebuild.has_value()) continue;
-    for (int32_t in : g.tensors[t].rebuild->inputs) {
-      const int32_t p = idx.producer[in];
-      if (in == t ||
-          (p != kNone && (idx.producer[t] == kNone || p >= idx.producer[t]))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            g.TensorLabel(t), " rebuild: input ", g.TensorLabel(in),
-            " is not produced before the tensor it rebuilds"));
-      }
-    }
-  }
-
-  std::vector<int32_t> consumer_count(num_tensors, 0);
-  for (int32_t o = 0; o < num_ops; ++o) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    const Op& op = g.ops[o];
-    for (int32_t in : op.inputs) {
-      if (in < 0 || in >= num_tensors) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            g.OpLabel(o), ": input tensor ", in, " does not exist"));
-      }
-      const int32_t p = idx.producer[in];
-      if (p == o) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(g.OpLabel(o), ": reads its own output ",
-                         g.TensorLabel(in), " (a self-loop)"));
-      }
-      if (p > o) {
-        std::string cycle = DescribeCycle(g, idx.producer);
-        if (!cycle.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("the ops form a cycle: ", cycle));
-        }
-        return absl::InvalidArgumentError(
-            absl::StrCat(g.OpLabel(o), ": reads ", g.TensorLabel(in),
-                         " before it is produced by ", g.OpLabel(p),
-                         " (ops must be listed in launch order)"));
-      }
-      if (p == kNone && (g.tensors[in].kind == TensorKind::kActivation ||
-                         g.tensors[in].kind == TensorKind::kGradient)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            g.OpLabel(o), ": reads ", g.TensorLabel(in),
-            " which no op produces (mark data inputs kind INPUT)"));
-      }
-      ++consumer_count[in];
-      if (op.phase == Phase::kForward) idx.last_fwd_use[in] = o;
-      if (op.phase == Phase::kBackward && idx.first_bwd_use[in] == kNone) {
-        idx.first_bwd_use[in] = o;
-      }
-      idx.last_use[in] = o;
-    }
-    if (op.phase != Phase::kForward && idx.first_backward_op == kNone) {
-      idx.first_backward_op = o;
-    }
-  }
-
-  idx.consumer_offsets.assign(num_tensors + 1, 0);
-  for (int32_t t = 0; t < num_tensors; ++t) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    idx.consumer_offsets[t + 1] = idx.consumer_offsets[t] + consumer_count[t];
-  }
-  idx.consumers.resize(idx.consumer_offsets[num_tensors]);
-  std::vector<int32_t> fill(idx.consumer_offsets.begin(),
-                            idx.consumer_offsets.end() - 1);
-  for (int32_t o = 0; o < num_ops; ++o) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    for (int32_t in : g.ops[o].inputs) idx.consumers[fill[in]++] = o;
-  }
-
-  for (int32_t t = 0; t < num_tensors; ++t) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    const int32_t p = idx.producer[t];
-    if (p == kNone) {
-      idx.static_bytes += g.tensors[t].bytes;
-      continue;
-    }
-    if (g.ops[p].phase == Phase::kForward && idx.first_bwd_use[t] != kNone) {
-      idx.is_saved[t] = true;
-      idx.saved_bytes += g.tensors[t].bytes;
-    }
-  }
-  // Production order: by producer, then output position.
-  for (int32_t o = 0; o < num_ops; ++o) {
-    if (poller.Stop())
-      return absl::CancelledError("indexing the graph stopped");
-    for (int32_t out : g.ops[o].outputs) {
-      if (idx.is_saved[out]) idx.saved.push_back(out);
-    }
-  }
-  return absl::OkStatus();
+  Indexer indexer(g, stop);
+  SLACKSWAP_RETURN_IF_ERROR(indexer.Validate());
+  return indexer.Index();
 }
 
 }  // namespace slackswap

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -165,6 +166,43 @@ TEST(IndexGraphTest, RebuildsMayOnlyReadEarlierTensors) {
   g = Small();
   g.tensors[3].rebuild = Rebuild{.inputs = {1}};
   EXPECT_TRUE(IndexGraph(g).ok());
+}
+
+// A chain of 10,000 forward ops and one backward op reading every tensor:
+// enough loop iterations for the stop function to be asked a few times.
+Graph LongChain() {
+  Graph g;
+  g.name = "chain";
+  int32_t prev = kNone;
+  std::vector<int32_t> all;
+  for (int i = 0; i < 10'000; ++i) {
+    const int32_t t = g.AddTensor({.name = "t", .bytes = 8});
+    g.AddOp(MakeOp(
+        "f", Phase::kForward,
+        prev == kNone ? std::vector<int32_t>{} : std::vector<int32_t>{prev},
+        {t}));
+    all.push_back(t);
+    prev = t;
+  }
+  g.AddOp(MakeOp("b", Phase::kBackward, all, {}));
+  return g;
+}
+
+// Validation and indexing share one poller and one error: whichever of its
+// questions the stop function says yes to, indexing stops with it.
+TEST(IndexGraphTest, StopsWithOneErrorWhereverTheStopFunctionSaysSo) {
+  Graph g = LongChain();
+  int asked = 0;
+  ASSERT_TRUE(IndexGraph(g, [&] { return ++asked < 0; }).ok());
+  ASSERT_GE(asked, 10);  // over both halves' loops
+  for (int yes_at = 1; yes_at <= asked; ++yes_at) {
+    SCOPED_TRACE(yes_at);
+    int calls = 0;
+    const absl::Status s = IndexGraph(g, [&] { return ++calls == yes_at; });
+    EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+    EXPECT_EQ(s.message(), "indexing the graph stopped");
+    EXPECT_EQ(calls, yes_at);  // not asked again once it said so
+  }
 }
 
 }  // namespace

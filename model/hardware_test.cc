@@ -16,8 +16,8 @@ namespace {
 
 using ::google::protobuf::Struct;
 using ::google::protobuf::Value;
-using ::slackswap::testing::At;
-using ::slackswap::testing::Reference;
+using ::slackswap::testutil::At;
+using ::slackswap::testutil::Reference;
 using ::testing::HasSubstr;
 
 const Struct& RefHardware() {

@@ -24,9 +24,9 @@ namespace {
 using ::google::protobuf::ListValue;
 using ::google::protobuf::Struct;
 using ::google::protobuf::Value;
-using ::slackswap::testing::At;
-using ::slackswap::testing::Number;
-using ::slackswap::testing::Reference;
+using ::slackswap::testutil::At;
+using ::slackswap::testutil::Number;
+using ::slackswap::testutil::Reference;
 using ::testing::HasSubstr;
 
 constexpr double kTolerance = 0.02;

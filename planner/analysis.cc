@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/saturating.h"
 #include "common/status_macros.h"
+#include "common/stop.h"
 
 namespace slackswap {
 namespace {
@@ -102,9 +103,10 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
   const Plan keep_all = Plan::KeepAll(g);
   a.candidate_of.assign(g.tensors.size(), kNone);
   a.candidates.reserve(idx.saved.size());
+  // One chain is linear in the graph; all of them may not be.
+  StopPoller poller(stop, 16);
   for (int32_t t : idx.saved) {
-    // One chain is linear in the graph; all of them may not be.
-    if (stop && (a.candidates.size() & 15) == 0 && stop()) {
+    if (poller.Stop()) {
       return absl::CancelledError("analysing the step stopped");
     }
     Candidate c;

@@ -6,8 +6,8 @@
 namespace slackswap {
 namespace {
 
-using testing::GraphBuilder;
-using testing::TestLink;
+using testutil::GraphBuilder;
+using testutil::TestLink;
 
 // x -> f1 -> y (unsaved) -> f2 -> z; backward reads z, then x.
 struct Chain {

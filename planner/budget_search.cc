@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "common/status_macros.h"
+#include "common/stop.h"
 
 namespace slackswap {
 namespace {
@@ -17,13 +18,13 @@ class Evaluator {
       : policy_(policy), ctx_(ctx), judge_(judge) {}
 
   absl::StatusOr<std::pair<Plan, Judgement>> operator()(int64_t budget) {
-    if (ctx_.should_stop && ctx_.should_stop()) {
+    if (StopRequested(ctx_.should_stop)) {
       return absl::CancelledError("searching budgets stopped");
     }
     ++count_;
     PlanningContext at = ctx_;
     at.budget_bytes = budget;
-    SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, MakePlan(policy_, at));
+    SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, PlanWithPolicy(policy_, at));
     SLACKSWAP_ASSIGN_OR_RETURN(Judgement j, judge_(plan, budget));
     return std::make_pair(std::move(plan), std::move(j));
   }

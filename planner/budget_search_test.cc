@@ -4,6 +4,7 @@
 #include "planner/budget_search.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "planner/analysis.h"
@@ -14,14 +15,16 @@ namespace slackswap {
 namespace {
 
 struct Fixture {
-  explicit Fixture(testing::RandomStepOptions options = {.forward_ops = 12})
-      : g(testing::RandomTrainingStep(/*seed=*/3, options)) {
-    a = *AnalyzeStep(g, hw);
+  explicit Fixture(testutil::RandomStepOptions options = {.forward_ops = 12})
+      : g(testutil::RandomTrainingStep(/*seed=*/3, options)) {
+    absl::StatusOr<StepAnalysis> analysis = AnalyzeStep(g, hw);
+    EXPECT_TRUE(analysis.ok()) << analysis.status();
+    if (analysis.ok()) a = *std::move(analysis);
     peak = a.unconstrained_peak_bytes;
     tolerance = std::max<int64_t>(1, peak / 1000);
   }
   Graph g;
-  Hardware hw = testing::TestLink();
+  Hardware hw = testutil::TestLink();
   StepAnalysis a;
   int64_t peak = 0;
   int64_t tolerance = 0;

@@ -22,7 +22,7 @@ namespace slackswap {
 namespace {
 
 absl::Status CheckStop(const PlanningContext& ctx) {
-  if (ctx.should_stop && ctx.should_stop()) {
+  if (StopRequested(ctx.should_stop)) {
     return absl::CancelledError("planning stopped");
   }
   return absl::OkStatus();
@@ -155,10 +155,8 @@ namespace {
 absl::StatusOr<Judged> SimulateLowered(const PlanningContext& ctx, Plan plan,
                                        Schedule schedule) {
   plan.budget_bytes = ctx.budget_bytes;
-  SimOptions opts;
-  opts.budget_bytes = ctx.budget_bytes;
+  SimOptions opts = ctx.Simulation();
   opts.record_timeline = false;
-  opts.should_stop = ctx.should_stop;
   SLACKSWAP_ASSIGN_OR_RETURN(
       SimResult result,
       SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
@@ -344,10 +342,8 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
     return judged;
   }
   // Replay the plan for its memory over time and when each task ran.
-  SimOptions opts;
-  opts.budget_bytes = ctx.budget_bytes;
+  SimOptions opts = ctx.Simulation();
   opts.record_events = true;
-  opts.should_stop = ctx.should_stop;
   SLACKSWAP_ASSIGN_OR_RETURN(
       SimResult run, SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
                                       judged.schedule, opts));
@@ -430,11 +426,9 @@ absl::StatusOr<std::vector<std::pair<int64_t, int32_t>>> LatePrefetches(
     const PlanningContext& ctx, const Judged& judged) {
   std::vector<std::pair<int64_t, int32_t>> late;
   if (judged.result.stall_prefetch_ns == 0) return late;
-  SimOptions opts;
-  opts.budget_bytes = ctx.budget_bytes;
+  SimOptions opts = ctx.Simulation();
   opts.record_timeline = false;
   opts.record_events = true;
-  opts.should_stop = ctx.should_stop;
   SLACKSWAP_ASSIGN_OR_RETURN(
       SimResult traced,
       SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,

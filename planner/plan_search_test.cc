@@ -12,8 +12,8 @@
 namespace slackswap {
 namespace {
 
-using testing::GraphBuilder;
-using testing::TestLink;
+using testutil::GraphBuilder;
+using testutil::TestLink;
 
 // a, s, t, l: 1000 bytes each, all saved: 4000 at the end of the forward
 // pass, over a 3000-byte budget, so one of s and l must go. s dies after

@@ -156,8 +156,15 @@ absl::StatusOr<const PolicyInfo*> FindPolicy(absl::string_view name) {
                    absl::StrJoin(PolicyNames(), ", "), ")"));
 }
 
-absl::StatusOr<Plan> MakePlan(absl::string_view name,
-                              const PlanningContext& ctx) {
+SimOptions PlanningContext::Simulation(SimOptions report) const {
+  report.budget_bytes = budget_bytes;
+  report.should_stop = should_stop;
+  report.max_recompute_tasks = max_recompute_tasks;
+  return report;
+}
+
+absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
+                                    const PlanningContext& ctx) {
   SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
   if (ctx.budget_bytes <= 0) {
     return absl::InvalidArgumentError(
@@ -174,9 +181,8 @@ absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
                                        const Plan& plan,
                                        const SimOptions& report) {
   SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
-  SimOptions opts = report;
-  opts.should_stop = ctx.should_stop;
-  opts.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
+  SimOptions opts = ctx.Simulation(report);
+  if (info->unbudgeted_reference) opts.budget_bytes = 0;
   // The durations are the analysis's: no need to run the cost model again.
   SLACKSWAP_ASSIGN_OR_RETURN(
       Schedule schedule,
@@ -188,7 +194,7 @@ absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
 absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view name,
                                             const PlanningContext& ctx,
                                             const SimOptions& report) {
-  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, MakePlan(name, ctx));
+  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, PlanWithPolicy(name, ctx));
   SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
                              SimulatePlan(name, ctx, plan, report));
   return PlanOutcome{std::move(plan), std::move(result)};

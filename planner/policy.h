@@ -49,6 +49,10 @@ struct PlanningContext {
   int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
 
   LoweringLimits Lowering() const { return {max_recompute_tasks, should_stop}; }
+  // The simulator's options for a plan judged in this context: `report`'s
+  // (what to record, the device model) under this budget, stop function and
+  // recompute-task bound. The one place they are copied from a context.
+  SimOptions Simulation(SimOptions report = {}) const;
 };
 
 class Policy {
@@ -100,8 +104,8 @@ struct PlanOutcome {
 
 // Runs the named policy: its plan for ctx.budget_bytes, prefetch points set,
 // decisions explained.
-absl::StatusOr<Plan> MakePlan(absl::string_view policy,
-                              const PlanningContext& ctx);
+absl::StatusOr<Plan> PlanWithPolicy(absl::string_view policy,
+                                    const PlanningContext& ctx);
 
 // The simulator's verdict on a policy's plan, as reported: under
 // ctx.budget_bytes (ideal: no limit) with `report` options.
@@ -110,11 +114,10 @@ absl::StatusOr<SimResult> SimulatePlan(absl::string_view policy,
                                        const Plan& plan,
                                        const SimOptions& report);
 
-// MakePlan, then SimulatePlan. Runs the named policy and simulates its plan
-// under ctx.budget_bytes with
-// `report` options (timeline points, events). `ideal` is simulated with no
-// limit. Fails with the policy's or simulator's error; an infeasible plan is
-// an outcome whose result says so.
+// PlanWithPolicy, then SimulatePlan. Runs the named policy and simulates its
+// plan under ctx.budget_bytes with `report` options (timeline points, events).
+// `ideal` is simulated with no limit. Fails with the policy's or simulator's
+// error; an infeasible plan is an outcome whose result says so.
 absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view policy,
                                             const PlanningContext& ctx,
                                             const SimOptions& report);

@@ -22,6 +22,28 @@ namespace {
 // Single-tensor changes tried on the model's plan.
 constexpr int kPolishTrials = 16;
 
+// The model's decisions as a plan, judged, made to fit when the simulator
+// finds it does not, and polished.
+absl::StatusOr<Judged> JudgeModelPlan(const PlanningContext& ctx,
+                                      const Relaxation& model) {
+  Plan plan = Plan::KeepAll(ctx.graph);
+  const StepAnalysis& a = ctx.analysis;
+  for (size_t i = 0; i < a.candidates.size(); ++i) {
+    Decision& d = plan.decisions[a.candidates[i].tensor];
+    if (model.swap[i] > 0.5) d.action = Action::kSwap;
+    if (model.recompute[i] > 0.5) d.action = Action::kRecompute;
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(Judged judged, JudgePlan(ctx, std::move(plan)));
+  if (!judged.result.feasible) {
+    // What the model leaves out (recompute chains' memory, prefetches
+    // reserving theirs early) can overflow the budget: recompute the
+    // cheapest of what it keeps until the simulator agrees.
+    SLACKSWAP_ASSIGN_OR_RETURN(judged,
+                               RecomputeCheapestThatFit(ctx, judged.plan));
+  }
+  return RefineBySimulation(ctx, std::move(judged), kPolishTrials);
+}
+
 class OptimalPolicy : public Policy {
  public:
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
@@ -33,7 +55,7 @@ class OptimalPolicy : public Policy {
     quiet.explain = false;
     quiet.seeds = nullptr;
     SLACKSWAP_ASSIGN_OR_RETURN(Plan start_plan,
-                               slackswap::MakePlan("slackswap", quiet));
+                               PlanWithPolicy("slackswap", quiet));
     SLACKSWAP_ASSIGN_OR_RETURN(Judged start,
                                JudgePlan(ctx, std::move(start_plan)));
     RelaxationOptions options;
@@ -66,23 +88,7 @@ class OptimalPolicy : public Policy {
       start.plan.proof = proof;
       return std::move(start.plan);
     }
-    Plan plan = Plan::KeepAll(ctx.graph);
-    const StepAnalysis& a = ctx.analysis;
-    for (size_t i = 0; i < a.candidates.size(); ++i) {
-      Decision& d = plan.decisions[a.candidates[i].tensor];
-      if (model.swap[i] > 0.5) d.action = Action::kSwap;
-      if (model.recompute[i] > 0.5) d.action = Action::kRecompute;
-    }
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged judged, JudgePlan(ctx, std::move(plan)));
-    if (!judged.result.feasible) {
-      // What the model leaves out (recompute chains' memory, prefetches
-      // reserving theirs early) can overflow the budget: recompute the
-      // cheapest of what it keeps until the simulator agrees.
-      SLACKSWAP_ASSIGN_OR_RETURN(judged,
-                                 RecomputeCheapestThatFit(ctx, judged.plan));
-    }
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        judged, RefineBySimulation(ctx, std::move(judged), kPolishTrials));
+    SLACKSWAP_ASSIGN_OR_RETURN(Judged judged, JudgeModelPlan(ctx, model));
     // The model ranks plans by its own, optimistic, step time: the plan it
     // started from may still simulate better than the one it ended with.
     PlanProof proved = proof;

@@ -71,7 +71,7 @@ class SlackSwapPolicy : public Policy {
     PlanningContext quiet = ctx;  // their reasons are not slackswap's
     quiet.explain = false;
     for (const char* name : {"recompute_only", "swap_only", "capuchin"}) {
-      SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, slackswap::MakePlan(name, quiet));
+      SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, PlanWithPolicy(name, quiet));
       others.push_back(std::move(plan));
     }
     if (ctx.seeds != nullptr) {

@@ -18,9 +18,9 @@
 namespace slackswap {
 namespace {
 
-using testing::GraphBuilder;
 using ::testing::HasSubstr;
-using testing::TestLink;
+using testutil::GraphBuilder;
+using testutil::TestLink;
 
 struct Fixture {
   Graph g;
@@ -217,7 +217,7 @@ TEST(PolicyTest, UnknownPoliciesAreNamed) {
 // The docs and the wire format's comments name exactly the registry's
 // policies.
 TEST(PolicyRegistryTest, IsWhatTheDocsAndTheProtoList) {
-  const std::string planners = testing::SourceFile("docs/PLANNERS.md");
+  const std::string planners = testutil::SourceFile("docs/PLANNERS.md");
   std::vector<std::string> table;  // the `name` column of the policy table
   std::smatch m;
   for (std::string::const_iterator it = planners.begin(); std::regex_search(
@@ -227,7 +227,7 @@ TEST(PolicyRegistryTest, IsWhatTheDocsAndTheProtoList) {
   }
   EXPECT_EQ(table, PolicyNames());
   const std::string report =
-      testing::SourceFile("proto/slackswap/v1/report.proto");
+      testutil::SourceFile("proto/slackswap/v1/report.proto");
   for (const std::string& name : PolicyNames()) {
     EXPECT_THAT(report, HasSubstr(name)) << "report.proto's policy comment";
   }

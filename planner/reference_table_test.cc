@@ -60,8 +60,8 @@ TEST_P(ReferenceTableTest, SlackSwapMeetsTheBudgetAndBeatsEveryBaseline) {
     }
   }
   EXPECT_GE(slackswap, best_baseline);
-  const double seed = testing::Number(
-      testing::Reference(), {"seed_figures_throughput_retained", model});
+  const double seed = testutil::Number(
+      testutil::Reference(), {"seed_figures_throughput_retained", model});
   RecordProperty("slackswap_retained", std::to_string(slackswap));
   RecordProperty("seed_retained", std::to_string(seed));
   std::printf("%s: slackswap %.4f, best baseline %.4f, seed %.3f\n",
@@ -76,8 +76,8 @@ TEST(ReferenceTargetsTest, SlackSwapIsWithinItsTargetOfTheBound) {
   SLACKSWAP_SKIP_WITHOUT_REFERENCE();
   std::map<std::pair<std::string, std::string>, std::vector<std::string>>
       documented;
-  for (const std::vector<std::string>& row : testing::MarkdownTable(
-           testing::SourceFile("docs/PLANNERS.md"),
+  for (const std::vector<std::string>& row : testutil::MarkdownTable(
+           testutil::SourceFile("docs/PLANNERS.md"),
            "| model | budget | slackswap | bound | gap (pp) | target (pp) |")) {
     if (row.size() >= 2) documented[{row[0], row[1]}] = row;
   }

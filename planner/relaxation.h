@@ -78,7 +78,8 @@ struct Relaxation {
 // The model's fastest step for `plan`'s decisions (ns): the LP with them
 // fixed. Every plan the simulator accepts runs no faster than this (the
 // relaxation's promise, which tests check plan by plan); nothing when the
-// model finds the plan infeasible, which would break that promise too.
+// model finds the plan infeasible, which would break that promise too;
+// CANCELLED when ctx.should_stop said so while the model was built.
 // REQUIRES: ctx.budget_bytes > 0; `plan` is for ctx.graph.
 absl::StatusOr<int64_t> ModelStepNs(const PlanningContext& ctx,
                                     const Plan& plan);

@@ -6,8 +6,8 @@
 namespace slackswap {
 namespace {
 
-using testing::GraphBuilder;
-using testing::TestLink;
+using testutil::GraphBuilder;
+using testutil::TestLink;
 
 TEST(MinTreeTest, RangeAddAndMinimum) {
   MinTree t({5, 3, 8, 6});

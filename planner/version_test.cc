@@ -2,12 +2,19 @@
 // requests (the three built-in workloads and random steps, two budgets,
 // every default policy) hash to the fingerprint recorded for this version.
 // When a change moves any of them, this fails: bump kPlannerVersion
-// (planner/version.h) and record the new fingerprint below.
+// (planner/version.h) and record the new fingerprint below, with the table
+// of answers the failure prints (kAnswers), which says which requests and
+// policies the next change moves.
 #include "planner/version.h"
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/sha256.h"
 #include "gtest/gtest.h"
 #include "model/workloads.h"
@@ -23,8 +30,38 @@ constexpr const char* kFingerprints[] = {
     "a082d1e8d6c01ee46436451389486b5a935e8732ae7279dc4db1cd737d90f4b2",
 };
 
+// For the failure message only (the test asserts the fingerprint alone):
+// per request (graph and budget), each default policy's answer as the first
+// 8 hex digits of its SHA-256, in DefaultPolicyNames() order, as version
+// kAnswersVersion answered.
+constexpr int kAnswersVersion = 1;
+constexpr const char* kAnswers[] = {
+    "bert-large 0.3: 780500f5 2de17d7e fea15fa9 109c8740 9ac0c45c",
+    "bert-large 0.5: 780500f5 938c5bbb 5e4b322c 0c104947 1c169f29",
+    "gpt2-xl 0.3: e35df341 c3553f74 a0720264 d732b350 df701d88",
+    "gpt2-xl 0.5: e35df341 3ca95f56 6e8b04bf feae61f6 4c09d25c",
+    "llama-7b 0.3: 0c86997c 6238a570 bea2c8f3 005c18de 44adaa23",
+    "llama-7b 0.5: 0c86997c 03f58ecc 48bb858e 38a95e6d 6355b943",
+    "random step 0 0.3: a779bd7f 54a9e1ab 9158411e fc0aaca3 0c48330e",
+    "random step 0 0.5: a779bd7f 74a99deb edecd298 cb354c9a e34b193e",
+    "random step 1 0.3: 3d4edbaf c77b507c 5fc58faf e7bbefde 49d2977e",
+    "random step 1 0.5: 3d4edbaf c77b507c 5fc58faf 5f8b8f7c 49d2977e",
+    "random step 2 0.3: 63ef3d78 bce34a1a 43e14408 26f5a660 bec1b21e",
+    "random step 2 0.5: 63ef3d78 bce34a1a 43e14408 26f5a660 bec1b21e",
+    "random step 3 0.3: 41b1200c db6a4d35 9152c3ce a2a99516 c7943cf9",
+    "random step 3 0.5: 41b1200c 7cee3f4d 9d0d3ef5 f23b2260 3f6a4209",
+    "random step 4 0.3: e6d45222 8ac58749 b3ab8e11 f56c8b4d e842d42e",
+    "random step 4 0.5: e6d45222 75060e24 7cb9416f 0a651693 9bf477ca",
+    "random step 5 0.3: c3958dd1 8f65c096 da58f77f 3c25ef8c f01cb8a6",
+    "random step 5 0.5: c3958dd1 c125bdc1 8d7b169d 89b2b5db 7cd1d9f6",
+    "random step 6 0.3: fff92b4d 1789cd9c 0ad74132 a528547a d9ae0cda",
+    "random step 6 0.5: fff92b4d 246c45f6 55d61266 bf5a7965 93658bb6",
+    "random step 7 0.3: fc42e604 e7c08df2 8855b83a 4e5b25d2 3b765b9d",
+    "random step 7 0.5: fc42e604 d2d570c9 8d3045b1 2a2649be 24078066",
+};
+
 // Every integer figure of a plan and its simulation, in order.
-void AddAnswer(const PlanOutcome& o, Sha256& h) {
+std::string Answer(const PlanOutcome& o) {
   std::string text = absl::StrCat(o.plan.policy, ";");
   for (size_t t = 0; t < o.plan.decisions.size(); ++t) {
     const Decision& d = o.plan.decisions[t];
@@ -38,32 +75,103 @@ void AddAnswer(const PlanOutcome& o, Sha256& h) {
                   r.d2h_bytes, ",", r.h2d_bytes, ",", r.recompute_ns, ",",
                   r.stall_prefetch_ns, ",", r.stall_swap_out_ns, ",",
                   r.stall_memory_ns, "\n");
-  h.Update(text);
+  return text;
+}
+
+// One request's answers: (policy, Answer) per default policy.
+struct Request {
+  std::string label;  // "gpt2-xl 0.3": the graph and the budget's fraction
+  std::vector<std::pair<std::string, std::string>> answers;
+};
+
+// An answer as a failure shows it: its decisions cut short, its figures.
+std::string Shown(const std::string& answer) {
+  constexpr size_t kDecisionChars = 300;
+  const size_t figures = answer.rfind('|');
+  if (figures == std::string::npos || figures <= kDecisionChars) {
+    return answer;
+  }
+  return absl::StrCat(answer.substr(0, kDecisionChars), "...",
+                      answer.substr(figures));
+}
+
+std::string ShortHash(const std::string& answer) {
+  return Sha256Hex(Sha256::Of(answer)).substr(0, 8);
+}
+
+// The line of kAnswers for `r`.
+std::string AnswersLine(const Request& r) {
+  std::vector<std::string> hashes;
+  for (const auto& [policy, answer] : r.answers) {
+    hashes.push_back(ShortHash(answer));
+  }
+  return absl::StrCat(r.label, ": ", absl::StrJoin(hashes, " "));
+}
+
+// Which answers differ from kAnswers (the start of the first of them), and
+// this build's table to record.
+std::string Differences(const std::vector<Request>& requests) {
+  std::map<std::string, std::vector<std::string>> recorded;
+  for (const char* line : kAnswers) {
+    std::pair<std::string, std::string> parts = absl::StrSplit(line, ": ");
+    recorded[parts.first] = absl::StrSplit(parts.second, ' ');
+  }
+  std::string changed, first, table;
+  for (const Request& r : requests) {
+    const std::vector<std::string>& then = recorded[r.label];
+    std::vector<std::string> policies;
+    for (size_t i = 0; i < r.answers.size(); ++i) {
+      const auto& [policy, answer] = r.answers[i];
+      if (i < then.size() && then[i] == ShortHash(answer)) continue;
+      policies.push_back(policy);
+      if (first.empty()) first = absl::StrCat(r.label, " ", Shown(answer));
+    }
+    if (!policies.empty()) {
+      absl::StrAppend(&changed, "  ", r.label, ": ",
+                      absl::StrJoin(policies, ", "), "\n");
+    }
+    absl::StrAppend(&table, "    \"", AnswersLine(r), "\",\n");
+  }
+  return absl::StrCat(
+      "answers that differ from version ", kAnswersVersion, "'s:\n",
+      changed.empty() ? "  none: only their order or number changed\n"
+                      : changed,
+      first.empty() ? "" : absl::StrCat("the first, now: ", first),
+      "this build's, to record as kAnswers:\n", table);
 }
 
 TEST(PlannerVersionTest, AnswersMatchTheFingerprintOfThisVersion) {
-  std::vector<Graph> graphs;
+  std::vector<std::pair<std::string, Graph>> graphs;
   for (const std::string& w : WorkloadNames()) {
-    graphs.push_back(*BuildWorkload(w, {}));
+    absl::StatusOr<Graph> g = BuildWorkload(w, {});
+    ASSERT_TRUE(g.ok()) << w << ": " << g.status();
+    graphs.push_back({w, *std::move(g)});
   }
   for (uint32_t seed = 0; seed < 8; ++seed) {
-    graphs.push_back(testing::RandomTrainingStep(seed));
+    graphs.push_back({absl::StrCat("random step ", seed),
+                      testutil::RandomTrainingStep(seed)});
   }
-  const Hardware hw = *FindHardware("a100-80gb-pcie4");
+  absl::StatusOr<Hardware> hw = FindHardware("a100-80gb-pcie4");
+  ASSERT_TRUE(hw.ok()) << hw.status();
   Sha256 h;
-  for (const Graph& g : graphs) {
-    absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, hw);
+  std::vector<Request> requests;
+  for (const auto& [name, g] : graphs) {
+    absl::StatusOr<StepAnalysis> a = AnalyzeStep(g, *hw);
     ASSERT_TRUE(a.ok()) << a.status();
     for (double fraction : {0.3, 0.5}) {
       PlanningContext ctx{
-          g, hw, *a,
+          g, *hw, *a,
           static_cast<int64_t>(fraction *
                                static_cast<double>(g.index.saved_bytes))};
       ctx.explain = false;
+      Request& request = requests.emplace_back();
+      request.label = absl::StrCat(name, " ", fraction);
       for (const std::string& policy : DefaultPolicyNames()) {
         absl::StatusOr<PlanOutcome> o = PlanAndSimulate(policy, ctx, {});
         ASSERT_TRUE(o.ok()) << policy << ": " << o.status();
-        AddAnswer(*o, h);
+        const std::string answer = Answer(*o);
+        h.Update(answer);
+        request.answers.push_back({policy, answer});
       }
     }
   }
@@ -71,7 +179,8 @@ TEST(PlannerVersionTest, AnswersMatchTheFingerprintOfThisVersion) {
   ASSERT_LT(kPlannerVersion, static_cast<int>(std::size(kFingerprints)));
   EXPECT_EQ(fingerprint, kFingerprints[kPlannerVersion])
       << "planning answers changed: bump kPlannerVersion in "
-         "planner/version.h and record this fingerprint for it";
+         "planner/version.h and record this fingerprint for it\n"
+      << Differences(requests);
 }
 
 }  // namespace

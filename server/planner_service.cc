@@ -11,7 +11,9 @@
 #include "absl/strings/strip.h"
 #include "common/format.h"
 #include "common/mutex.h"
+#include "core/admission.h"
 #include "google/protobuf/arena.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "io/proto_file.h"
@@ -114,8 +116,6 @@ constexpr int64_t kStoredBytesPerWireByte = 4;
 // pauses: a client not reading stops costing planning.
 constexpr size_t kMaxUnsentSweepMessages = 8;
 
-constexpr char kCacheHit[] = "cache=hit";
-
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& s,
@@ -168,7 +168,7 @@ class PlannerService::UnaryCall : public grpc::ServerUnaryReactor {
   void OnDone() override {
     const double seconds = SecondsSince(start_);
     const std::string code = CodeName(status_.error_code());
-    if (detail_ != kCacheHit || service_->SampleCacheHitLog()) {
+    if (detail_ != PlanAnswerer::kCacheHit || service_->SampleCacheHitLog()) {
       std::string full = detail_;
       if (!status_.ok()) {
         absl::StrAppend(&full, full.empty() ? "" : " ",
@@ -195,16 +195,16 @@ class PlannerService::UnaryCall : public grpc::ServerUnaryReactor {
 };
 
 const std::vector<std::string>& PlannerService::MethodNames() {
-  static const auto* const names =
-      new std::vector<std::string>{"Plan",
-                                   "Sweep",
-                                   "Simulate",
-                                   "ListHardwareProfiles",
-                                   "ListWorkloads",
-                                   "GetWorkload",
-                                   "ServerInfo",
-                                   "PutGraph",
-                                   "Fit"};
+  static const auto* const names = [] {
+    const google::protobuf::ServiceDescriptor* service =
+        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+            v1::Planner::service_full_name());
+    auto* out = new std::vector<std::string>;
+    for (int i = 0; i < service->method_count(); ++i) {
+      out->push_back(service->method(i)->name());
+    }
+    return out;
+  }();
   return *names;
 }
 
@@ -225,7 +225,7 @@ PlannerService::PlannerService(const ServiceOptions& options,
         return info;
       }()),
       held_(options.max_queued_bytes),
-      cache_(options.cache_bytes),
+      plans_(options.cache_bytes, &core_, metrics),
       pool_(options.threads, options.max_queue, kWorkerNice),
       trimmer_(kTrimDelay) {
   metrics_->Declare(MethodNames(), PolicyNames());
@@ -278,13 +278,10 @@ grpc::Status PlannerService::CheckAlive(
 }
 
 int64_t PlannerService::HeldBytes(const grpc::ByteBuffer& raw) {
-  // A parsed graph takes about 12 times its wire size (measured on graphs
-  // of 10^3 to 10^6 ops); a built-in workload is built on the worker.
-  constexpr int64_t kParsedBytesPerWireByte = 12;
+  // A built-in workload is built on the worker, from a small request.
   constexpr int64_t kMinimumBytes = 1 << 20;
   return std::max<int64_t>(
-      kMinimumBytes,
-      kParsedBytesPerWireByte * static_cast<int64_t>(raw.Length()));
+      kMinimumBytes, ParsedRequestBytes(static_cast<int64_t>(raw.Length())));
 }
 
 grpc::Status PlannerService::ReserveHeld(const char* method, int64_t bytes) {
@@ -308,7 +305,7 @@ grpc::Status PlannerService::ReserveHeld(const char* method, int64_t bytes) {
                    FormatBytes(capacity), " (--max_queued_mb); retry later"));
 }
 
-grpc::Status PlannerService::Submit(const char* method,
+absl::Status PlannerService::Submit(const char* method,
                                     std::function<void()> task) {
   const Clock::time_point queued = Clock::now();
   const bool accepted =
@@ -317,10 +314,9 @@ grpc::Status PlannerService::Submit(const char* method,
         task();
       });
   metrics_->SetQueueDepth(pool_.queue_depth());
-  if (accepted) return grpc::Status::OK;
+  if (accepted) return absl::OkStatus();
   metrics_->Rejected(method, RejectReason::kQueueFull);
-  return grpc::Status(
-      grpc::StatusCode::RESOURCE_EXHAUSTED,
+  return absl::ResourceExhaustedError(
       absl::StrCat("the work queue is full (", options_.max_queue,
                    " waiting, --max_queue); retry later"));
 }
@@ -332,24 +328,31 @@ void PlannerService::AfterLargeCall(int64_t held_bytes) {
   }
 }
 
+grpc::Status PlannerService::AdmitCall(const char* method,
+                                       grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer& raw,
+                                       int64_t* held) {
+  if (grpc::Status auth = Authorize(ctx); !auth.ok()) return auth;
+  if (grpc::Status alive = CheckAlive(method, ctx); !alive.ok()) return alive;
+  const int64_t bytes = HeldBytes(raw);
+  if (grpc::Status refused = ReserveHeld(method, bytes); !refused.ok()) {
+    return refused;
+  }
+  *held = bytes;
+  return grpc::Status::OK;
+}
+
 PlannerService::UnaryCall* PlannerService::Admit(
     const char* method, grpc::CallbackServerContext* ctx,
     const grpc::ByteBuffer& raw, const std::function<absl::Status()>& parse) {
   auto* call = new UnaryCall(this, method, ctx);
-  if (grpc::Status auth = Authorize(ctx); !auth.ok()) {
-    call->Reply(std::move(auth), "");
+  int64_t held = 0;
+  if (grpc::Status admitted = AdmitCall(method, ctx, raw, &held);
+      !admitted.ok()) {
+    call->Reply(std::move(admitted), "");
     return call;
   }
-  if (grpc::Status alive = CheckAlive(method, ctx); !alive.ok()) {
-    call->Reply(std::move(alive), "");
-    return call;
-  }
-  const int64_t bytes = HeldBytes(raw);
-  if (grpc::Status refused = ReserveHeld(method, bytes); !refused.ok()) {
-    call->Reply(std::move(refused), "");
-    return call;
-  }
-  call->Hold(bytes);
+  call->Hold(held);
   if (absl::Status parsed = parse(); !parsed.ok()) {
     call->Reply(ToGrpcStatus(parsed, ctx), "unparsable request");
   }
@@ -372,7 +375,7 @@ grpc::ServerUnaryReactor* PlannerService::Answer(
     return call;
   }
   const Clock::time_point limit = TimeLimit();
-  grpc::Status queued =
+  absl::Status queued =
       Submit(method, [this, method, call, ctx, req, resp, limit, respond] {
         // A call that waited past its deadline or was cancelled in the
         // queue costs no planning.
@@ -391,7 +394,7 @@ grpc::ServerUnaryReactor* PlannerService::Answer(
         if (out.ok()) SetResponse(*out, resp);
         call->Reply(ToGrpcStatus(out.status(), ctx, limit), "");
       });
-  if (!queued.ok()) call->Reply(std::move(queued), "");
+  if (!queued.ok()) call->Reply(ToGrpcStatus(queued, ctx), "");
   return call;
 }
 
@@ -402,71 +405,17 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
   UnaryCall* call = Admit("Plan", ctx, *raw,
                           [raw, req] { return ParseRequest(*raw, req.get()); });
   if (call->replied()) return call;
-  // Schedulers ask the same question again and again: the digest of the
-  // request's canonical form is the key, made here whatever the request's
-  // size, so that a hit never waits behind planning calls in the queue.
-  auto key = std::make_shared<std::string>(PlanRequestKey(*req));
-  const bool cached = cache_.capacity_bytes() > 0;
-  if (cached) {
-    if (std::optional<std::string> hit = cache_.Lookup(*key)) {
-      metrics_->CacheHit();
-      SetResponse(*hit, resp);
-      call->Reply(grpc::Status::OK, kCacheHit);
-      return call;
-    }
-    metrics_->CacheMiss();
-  }
-  // Identical requests in flight share one planning.
   const Clock::time_point limit = TimeLimit();
-  auto reply = [call, ctx, resp, limit](const char* detail) {
-    return [call, ctx, resp, limit, detail](const absl::Status& s,
-                                            const std::string& bytes) {
-      if (s.ok()) SetResponse(bytes, resp);
-      call->Reply(ToGrpcStatus(s, ctx, limit), detail);
-    };
-  };
-  const bool leads = flights_.Join(*key, {[ctx] { return ctx->IsCancelled(); },
-                                          reply(cached ? "cache=miss" : "")});
-  if (!leads) {
-    metrics_->Coalesced();
-    // Replaced: this call's reply is the flight's.
-    return call;
-  }
-  grpc::Status queued = Submit("Plan", [this, req, key, limit, cached] {
-    // The planning stops when every caller waiting for it has gone.
-    const StopFn stop = [this, key, limit] {
-      return flights_.AllGone(*key) || Clock::now() >= limit;
-    };
-    if (stop()) {
-      metrics_->Rejected("Plan", RejectReason::kDeadline);
-      flights_.Finish(*key, absl::CancelledError("cancelled while queued"), "",
-                      "");
-      return;
-    }
-    absl::StatusOr<v1::PlanResponse> out = core_.PlanStep(*req, stop);
-    if (!out.ok()) {
-      flights_.Finish(*key, out.status(), "", "");
-      return;
-    }
-    const std::string bytes = out->SerializeAsString();
-    out->set_coalesced(true);
-    const std::string shared = out->SerializeAsString();
-    if (cached) {
-      // Stored as a hit is served: no server time, no coalescing.
-      out->set_coalesced(false);
-      out->set_cache_hit(true);
-      out->set_server_seconds(0);
-      cache_.Insert(*key, out->SerializeAsString());
-    }
-    flights_.Finish(*key, absl::OkStatus(), bytes, shared);
-  });
-  if (!queued.ok()) {
-    flights_.Finish(
-        *key,
-        absl::Status(static_cast<absl::StatusCode>(queued.error_code()),
-                     queued.error_message()),
-        "", "");
-  }
+  plans_.Answer(
+      std::move(req), [ctx] { return ctx->IsCancelled(); }, limit,
+      [this](std::function<void()> task) {
+        return Submit("Plan", std::move(task));
+      },
+      [call, ctx, resp, limit](const absl::Status& s, const std::string& bytes,
+                               const char* cache) {
+        if (s.ok()) SetResponse(bytes, resp);
+        call->Reply(ToGrpcStatus(s, ctx, limit), cache);
+      });
   return call;
 }
 
@@ -580,27 +529,17 @@ class PlannerService::SweepReactor
         stop_(
             [this] { return ctx_->IsCancelled() || Clock::now() >= limit_; }) {
     service_->metrics_->RequestStarted();
-    if (grpc::Status auth = service_->Authorize(ctx); !auth.ok()) {
-      Done(std::move(auth));
+    if (grpc::Status admitted = service_->AdmitCall("Sweep", ctx, *raw, &held_);
+        !admitted.ok()) {
+      Done(std::move(admitted));
       return;
     }
-    if (grpc::Status alive = service_->CheckAlive("Sweep", ctx); !alive.ok()) {
-      Done(std::move(alive));
-      return;
-    }
-    const int64_t bytes = HeldBytes(*raw);
-    if (grpc::Status refused = service_->ReserveHeld("Sweep", bytes);
-        !refused.ok()) {
-      Done(std::move(refused));
-      return;
-    }
-    held_ = bytes;
     if (absl::Status parsed = ParseRequest(*raw, &req_); !parsed.ok()) {
       Done(ToGrpcStatus(parsed, ctx));
       return;
     }
-    grpc::Status queued = service_->Submit("Sweep", [this] { Start(); });
-    if (!queued.ok()) Done(std::move(queued));
+    absl::Status queued = service_->Submit("Sweep", [this] { Start(); });
+    if (!queued.ok()) Done(ToGrpcStatus(queued, ctx));
   }
 
   void OnWriteDone(bool ok) override {

@@ -12,10 +12,9 @@
 // (gRPC's own parser would answer a bare UNIMPLEMENTED, before any handler
 // runs), and cached answers go out as the stored bytes.
 //
-// Plan requests are keyed by a digest of their canonical form
-// (io/request_key.h) on the gRPC thread, whatever their size: a cache hit
-// never waits for a worker, and identical requests in flight share one
-// planning (single flight). Graphs stored with PutGraph are named by digest.
+// Plan calls are answered by a PlanAnswerer (server/plan_answerer.h): from
+// the cache on the gRPC thread, or by one planning shared by identical
+// requests in flight. Graphs stored with PutGraph are named by digest.
 // A sweep runs one unit at a time (core SweepRun), each unit a task at the
 // back of the queue, and pauses while the client is not reading.
 //
@@ -43,9 +42,8 @@
 #include "server/memory_budget.h"
 #include "server/memory_trimmer.h"
 #include "server/metrics.h"
-#include "server/plan_cache.h"
+#include "server/plan_answerer.h"
 #include "server/request_log.h"
-#include "server/single_flight.h"
 #include "server/work_queue.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 
@@ -154,7 +152,7 @@ class PlannerService final : public RawPlannerService {
   grpc::Status ReserveHeld(const char* method, int64_t bytes);
   // Queues `task` on the pool, timing its wait; on a full queue counts the
   // rejection and returns RESOURCE_EXHAUSTED.
-  grpc::Status Submit(const char* method, std::function<void()> task);
+  absl::Status Submit(const char* method, std::function<void()> task);
   // After a call that held `held_bytes`: gives freed memory back to the
   // system shortly, when that was large (options_.trim_after_bytes).
   void AfterLargeCall(int64_t held_bytes);
@@ -162,9 +160,14 @@ class PlannerService final : public RawPlannerService {
   // options_.log_cache_hits_every).
   bool SampleCacheHitLog();
 
-  // A unary call admitted: authorized, alive, its memory reserved and its
-  // request parsed by `parse`; or null when it was answered already (with
-  // the error).
+  // Every call's admission, unary or streaming: authorized, alive, and the
+  // memory its request holds reserved (set in `held`); else the error to
+  // finish it with (counted as a rejection where it is one).
+  grpc::Status AdmitCall(const char* method, grpc::CallbackServerContext* ctx,
+                         const grpc::ByteBuffer& raw, int64_t* held);
+  // A unary call admitted (AdmitCall) with its request parsed by `parse`;
+  // when either failed, the call has been replied to with the error
+  // (call->replied()).
   UnaryCall* Admit(const char* method, grpc::CallbackServerContext* ctx,
                    const grpc::ByteBuffer& raw,
                    const std::function<absl::Status()>& parse);
@@ -187,8 +190,7 @@ class PlannerService final : public RawPlannerService {
   const PlanningCore core_;
   const v1::ServerInfoResponse info_;
   MemoryBudget held_;
-  PlanCache cache_;
-  SingleFlight flights_;
+  PlanAnswerer plans_;
   WorkQueue pool_;
   MemoryTrimmer trimmer_;
   // Cache hits answered, for sampling their log lines.

@@ -202,25 +202,44 @@ int Fail(RequestLog& log, const absl::Status& s) {
   return 1;
 }
 
-int Run() {
-  RequestLog log(stderr);
-  // Debian's Abseil keeps absl::Mutex lock-order tracking on (it is built
-  // without NDEBUG): cost on every lock taken inside gRPC, and an abort on a
-  // suspected cycle. A server wants neither; the tests run with it on.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+// Everything the flags say, checked: the service's options and how the
+// daemon serves it.
+struct DaemonOptions {
+  ServiceOptions service;
+  std::string address;
+  std::string metrics_address;  // empty: no metrics endpoint
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  bool tls = false;
+  int32_t max_message_bytes = 0;
+  int32_t keepalive_time_ms = 0;
+  int32_t keepalive_timeout_ms = 0;
+  int32_t max_connection_age_ms = 0;  // 0: connections never age
+  int32_t max_connection_age_grace_ms = 0;
+  std::chrono::milliseconds grace{0};
+};
 
-  // Signals go to the thread that waits for them, not to gRPC's threads.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+// The bearer token in --auth_token_file, or "" when the flag is unset.
+absl::StatusOr<std::string> AuthToken() {
+  const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
+  if (token_file.empty()) return std::string();
+  absl::StatusOr<std::string> token = ReadFile(token_file);
+  if (!token.ok()) return token.status();
+  std::string out(absl::StripAsciiWhitespace(*token));
+  if (out.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(token_file, " holds no token"));
+  }
+  return out;
+}
 
-  if (absl::Status s = CheckFlagRanges(); !s.ok()) return Fail(log, s);
+// The service's options from the flags. REQUIRES: CheckFlagRanges passed.
+absl::StatusOr<ServiceOptions> ServiceOptionsFromFlags() {
   ServiceOptions options;
   const int threads = absl::GetFlag(FLAGS_threads);
   options.threads =
-      threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+      threads > 0
+          ? threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.max_queue = absl::GetFlag(FLAGS_max_queue);
   options.cache_bytes = absl::GetFlag(FLAGS_cache_mb) << 20;
   options.limits.max_graph_ops = absl::GetFlag(FLAGS_max_graph_ops);
@@ -235,86 +254,125 @@ int Run() {
   options.graph_ttl_s = absl::GetFlag(FLAGS_graph_ttl_s);
   options.log_cache_hits_every = absl::GetFlag(FLAGS_log_cache_hits_every);
   options.trim_after_bytes = absl::GetFlag(FLAGS_trim_after_mb) << 20;
-  const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
-  if (!token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadFile(token_file);
-    if (!token.ok()) return Fail(log, token.status());
-    options.auth_token = std::string(absl::StripAsciiWhitespace(*token));
-    if (options.auth_token.empty()) {
-      return Fail(log, absl::InvalidArgumentError(
-                           absl::StrCat(token_file, " holds no token")));
-    }
-  }
+  absl::StatusOr<std::string> token = AuthToken();
+  if (!token.ok()) return token.status();
+  options.auth_token = *std::move(token);
+  return options;
+}
+
+absl::StatusOr<DaemonOptions> OptionsFromFlags() {
+  if (absl::Status s = CheckFlagRanges(); !s.ok()) return s;
+  DaemonOptions d;
+  absl::StatusOr<ServiceOptions> service = ServiceOptionsFromFlags();
+  if (!service.ok()) return service.status();
+  d.service = *std::move(service);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       Credentials();
-  if (!credentials.ok()) return Fail(log, credentials.status());
-
-  ServiceMetrics metrics(Version(), Commit());
+  if (!credentials.ok()) return credentials.status();
+  d.credentials = *std::move(credentials);
+  d.tls = !absl::GetFlag(FLAGS_tls_cert).empty();
+  d.address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    absl::Status s = metrics.StartExposer(
-        absl::StrCat(absl::GetFlag(FLAGS_metrics_host), ":",
-                     absl::GetFlag(FLAGS_metrics_port)));
-    if (!s.ok()) return Fail(log, s);
+    d.metrics_address = absl::StrCat(absl::GetFlag(FLAGS_metrics_host), ":",
+                                     absl::GetFlag(FLAGS_metrics_port));
   }
-  PlannerService service(options, &metrics, &log);
+  d.max_message_bytes = absl::GetFlag(FLAGS_max_message_mb) << 20;
+  d.keepalive_time_ms = absl::GetFlag(FLAGS_keepalive_time_s) * 1000;
+  d.keepalive_timeout_ms = absl::GetFlag(FLAGS_keepalive_timeout_s) * 1000;
+  d.max_connection_age_ms = absl::GetFlag(FLAGS_max_connection_age_s) * 1000;
+  d.max_connection_age_grace_ms =
+      absl::GetFlag(FLAGS_max_connection_age_grace_s) * 1000;
+  d.grace = std::chrono::milliseconds(
+      static_cast<int64_t>(absl::GetFlag(FLAGS_grace_s) * 1000));
+  return d;
+}
 
+// The gRPC server for `service`, listening (its port in `port`), with
+// health and reflection; null when it cannot listen.
+std::unique_ptr<grpc::Server> BuildServer(const DaemonOptions& d,
+                                          PlannerService* service, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   // gRPC's health service is not built from protobuf; linking the health
   // messages lets reflection describe it too.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(
-      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
-      *credentials, &port);
-  const int max_message = absl::GetFlag(FLAGS_max_message_mb) << 20;
-  builder.SetMaxReceiveMessageSize(max_message);
-  builder.SetMaxSendMessageSize(max_message);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             absl::GetFlag(FLAGS_keepalive_time_s) * 1000);
+  builder.AddListeningPort(d.address, d.credentials, port);
+  builder.SetMaxReceiveMessageSize(d.max_message_bytes);
+  builder.SetMaxSendMessageSize(d.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, d.keepalive_time_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             absl::GetFlag(FLAGS_keepalive_timeout_s) * 1000);
-  if (absl::GetFlag(FLAGS_max_connection_age_s) > 0) {
-    builder.AddChannelArgument(
-        GRPC_ARG_MAX_CONNECTION_AGE_MS,
-        absl::GetFlag(FLAGS_max_connection_age_s) * 1000);
-    builder.AddChannelArgument(
-        GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-        absl::GetFlag(FLAGS_max_connection_age_grace_s) * 1000);
+                             d.keepalive_timeout_ms);
+  if (d.max_connection_age_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               d.max_connection_age_ms);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               d.max_connection_age_grace_ms);
   }
-  builder.RegisterService(&service);
+  builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return Fail(log, absl::UnavailableError(absl::StrCat(
-                         "cannot listen on ", absl::GetFlag(FLAGS_host), ":",
-                         absl::GetFlag(FLAGS_port))));
+  if (*port == 0) return nullptr;
+  return server;
+}
+
+void SetServing(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  health->SetServingStatus(serving);
+  health->SetServingStatus(v1::Planner::service_full_name(), serving);
+}
+
+// Serves until SIGTERM or SIGINT, then drains: health NOT_SERVING, calls in
+// flight finish within the grace period, the pool stops.
+int Serve(const DaemonOptions& d, const sigset_t& signals, RequestLog& log) {
+  ServiceMetrics metrics(Version(), Commit());
+  if (!d.metrics_address.empty()) {
+    absl::Status s = metrics.StartExposer(d.metrics_address);
+    if (!s.ok()) return Fail(log, s);
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(true);
-  health->SetServingStatus("slackswap.v1.Planner", true);
+  PlannerService service(d.service, &metrics, &log);
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = BuildServer(d, &service, &port);
+  if (server == nullptr) {
+    return Fail(log, absl::UnavailableError(
+                         absl::StrCat("cannot listen on ", d.address)));
+  }
+  SetServing(*server, true);
   log.Event("info", "serving",
             {{"port", std::to_string(port)},
              {"metrics_port", std::to_string(metrics.exposer_port())},
-             {"threads", std::to_string(options.threads)},
-             {"max_queue", std::to_string(options.max_queue)},
-             {"cache_mb", std::to_string(options.cache_bytes >> 20)},
-             {"tls", absl::GetFlag(FLAGS_tls_cert).empty() ? "off" : "on"},
+             {"threads", std::to_string(d.service.threads)},
+             {"max_queue", std::to_string(d.service.max_queue)},
+             {"cache_mb", std::to_string(d.service.cache_bytes >> 20)},
+             {"tls", d.tls ? "on" : "off"},
              {"version", Version()},
              {"commit", Commit()}});
-
   int signal = 0;
   sigwait(&signals, &signal);
-  health->SetServingStatus(false);
-  health->SetServingStatus("slackswap.v1.Planner", false);
+  SetServing(*server, false);
   log.Event("info", "draining",
             {{"signal", signal == SIGTERM ? "SIGTERM" : "SIGINT"}});
-  const auto grace = std::chrono::milliseconds(
-      static_cast<int64_t>(absl::GetFlag(FLAGS_grace_s) * 1000));
-  server->Shutdown(std::chrono::system_clock::now() + grace);
+  server->Shutdown(std::chrono::system_clock::now() + d.grace);
   service.Shutdown();
   log.Event("info", "stopped", {});
   return 0;
+}
+
+int Run() {
+  RequestLog log(stderr);
+  // Debian's Abseil keeps absl::Mutex lock-order tracking on (it is built
+  // without NDEBUG): cost on every lock taken inside gRPC, and an abort on a
+  // suspected cycle. A server wants neither; the tests run with it on.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Signals go to the thread that waits for them, not to gRPC's threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::StatusOr<DaemonOptions> options = OptionsFromFlags();
+  if (!options.ok()) return Fail(log, options.status());
+  return Serve(*options, signals, log);
 }
 
 }  // namespace

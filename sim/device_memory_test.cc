@@ -12,7 +12,7 @@
 namespace slackswap {
 namespace {
 
-using testing::GraphBuilder;
+using testutil::GraphBuilder;
 
 constexpr int64_t MiB = int64_t{1} << 20;
 
@@ -36,7 +36,7 @@ Graph ThreeActivations(int64_t static_bytes = 0) {
 }
 
 Hardware Device(double memory_gb, int64_t reserve) {
-  Hardware hw = testing::TestLink();
+  Hardware hw = testutil::TestLink();
   hw.memory_gb = memory_gb;
   hw.framework_reserve_bytes = reserve;
   return hw;
@@ -122,6 +122,7 @@ TEST(DeviceMemoryTest, FitsComparesReservedPlusReservePlusHeadroom) {
   EXPECT_TRUE(fits.device->fits);
   SimResult tight =
       SimulateDevice(g, Device(0.1, 49'000'000), {.headroom_bytes = 1'000'000});
+  ASSERT_TRUE(tight.device.has_value());
   EXPECT_EQ(tight.device->required_bytes, 100'331'648);
   EXPECT_FALSE(tight.device->fits);
 }
@@ -155,6 +156,7 @@ TEST(DeviceMemoryTest, OffByDefaultAndZeroBytesAllocateNothing) {
   b.Backward("g", 10, {empty});
   const Graph z = b.Build();
   SimResult r = SimulateDevice(z, Device(1, 0), {});
+  ASSERT_TRUE(r.device.has_value());
   EXPECT_EQ(r.device->peak_reserved_bytes, 0);
 }
 
@@ -178,6 +180,7 @@ TEST(DeviceMemoryTest, SwappedTensorsAreFreedAndAllocatedAgain) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->feasible) << r->infeasible_reason;
   EXPECT_EQ(r->d2h_bytes, 3 * MiB);
+  ASSERT_TRUE(r->device.has_value());
   EXPECT_EQ(r->device->peak_reserved_bytes, 20 * MiB);
   EXPECT_EQ(r->device->segments, 1);
 }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/stop.h"
 
 namespace slackswap {
 namespace {
@@ -60,7 +61,12 @@ class Lowerer {
   // the prefetch points, which nothing here reads.
   Lowerer(const Graph& g, const Plan& plan, const OpDurations& d,
           const LoweringLimits& limits)
-      : g_(g), idx_(g.index), plan_(plan), d_(d), limits_(limits) {}
+      : g_(g),
+        idx_(g.index),
+        plan_(plan),
+        d_(d),
+        limits_(limits),
+        poller_(limits_.should_stop) {}
 
   absl::StatusOr<Schedule> Run() {
     absl::Status s = CheckPlan();
@@ -239,8 +245,7 @@ class Lowerer {
   }
 
   absl::Status Poll() {
-    if ((++polls_ & 4095) == 0 && limits_.should_stop &&
-        limits_.should_stop()) {
+    if (poller_.Stop()) {
       return absl::CancelledError("lowering the plan stopped");
     }
     return absl::OkStatus();
@@ -314,6 +319,7 @@ class Lowerer {
   const Plan& plan_;
   const OpDurations& d_;
   const LoweringLimits& limits_;
+  StopPoller poller_;
 
   Schedule out_;
   std::vector<Where> where_;
@@ -325,7 +331,6 @@ class Lowerer {
   // Per tensor: the last op whose inputs released it (inputs listed twice).
   std::vector<int32_t> last_reader_op_;
   int64_t recompute_tasks_ = 0;
-  int64_t polls_ = 0;
   std::vector<TaskItem> waits_, allocs_, frees_, swap_outs_, forward_done_;
 };
 

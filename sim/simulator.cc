@@ -11,6 +11,7 @@
 #include "common/format.h"
 #include "common/saturating.h"
 #include "common/status_macros.h"
+#include "common/stop.h"
 
 namespace slackswap {
 namespace {
@@ -85,9 +86,9 @@ class Engine {
     Sample();
 
     const int32_t num_tasks = static_cast<int32_t>(s_.tasks.size());
-    int64_t polls = 0;
+    StopPoller poller(opts_.should_stop, 1024);
     while (true) {
-      if (opts_.should_stop && (++polls & 1023) == 0 && opts_.should_stop()) {
+      if (poller.Stop()) {
         return absl::CancelledError(
             absl::StrCat("simulation stopped at ", FormatMs(now_)));
       }

@@ -9,7 +9,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 std::string SourceFile(const std::string& path) {
   std::ifstream in(std::string(SLACKSWAP_SOURCE_DIR) + "/" + path);
@@ -44,4 +44,4 @@ std::vector<std::vector<std::string>> MarkdownTable(
   return rows;
 }
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil

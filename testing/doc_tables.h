@@ -14,7 +14,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 // A file of the source tree (SLACKSWAP_SOURCE_DIR), whole; fails the
 // current test if it cannot be read.
@@ -26,6 +26,6 @@ std::string SourceFile(const std::string& path);
 std::vector<std::vector<std::string>> MarkdownTable(
     absl::string_view markdown, absl::string_view header_prefix);
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil
 
 #endif  // SLACKSWAP_TESTING_DOC_TABLES_H_

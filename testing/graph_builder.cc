@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <utility>
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 int32_t GraphBuilder::Tensor(const std::string& name, int64_t bytes,
                              TensorKind kind) {
@@ -58,4 +58,4 @@ Hardware TestLink(Duplex duplex) {
   return hw;
 }
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil

@@ -15,7 +15,7 @@
 #include "model/graph.h"
 #include "model/hardware.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 class GraphBuilder {
  public:
@@ -38,6 +38,6 @@ class GraphBuilder {
 // full duplex, plenty of pinned memory.
 Hardware TestLink(Duplex duplex = Duplex::kFull);
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil
 
 #endif  // SLACKSWAP_TESTING_GRAPH_BUILDER_H_

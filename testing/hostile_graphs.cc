@@ -4,7 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 namespace {
 
 constexpr int64_t kTensorBytes = 1 << 20;
@@ -112,4 +112,4 @@ v1::Plan RecomputeEverything(const v1::OperatorGraph& g) {
   return plan;
 }
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil

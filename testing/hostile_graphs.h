@@ -12,7 +12,7 @@
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/plan.pb.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 // `links` forward ops, each reading the previous one's output, and a
 // backward op per link (in reverse) reading it: 2 x links ops, every
@@ -33,6 +33,6 @@ v1::OperatorGraph FanOutGraph(int64_t width);
 // A plan recomputing every saved activation of `g`.
 v1::Plan RecomputeEverything(const v1::OperatorGraph& g);
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil
 
 #endif  // SLACKSWAP_TESTING_HOSTILE_GRAPHS_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "testing/graph_builder.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 Graph RandomTrainingStep(uint32_t seed, const RandomStepOptions& options) {
   std::mt19937 rng(seed);
@@ -71,4 +71,4 @@ Graph RandomTrainingStep(uint32_t seed, const RandomStepOptions& options) {
   return g;
 }
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil

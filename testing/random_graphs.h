@@ -13,7 +13,7 @@
 
 #include "model/graph.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 struct RandomStepOptions {
   int32_t forward_ops = 12;
@@ -33,6 +33,6 @@ struct RandomStepOptions {
 // The same seed and options give the same graph.
 Graph RandomTrainingStep(uint32_t seed, const RandomStepOptions& options = {});
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil
 
 #endif  // SLACKSWAP_TESTING_RANDOM_GRAPHS_H_

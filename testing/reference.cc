@@ -7,7 +7,7 @@
 
 #include "google/protobuf/util/json_util.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 std::string ReferencePath() {
   const char* env = std::getenv("SLACKSWAP_REFERENCE_JSON");
@@ -66,4 +66,4 @@ double Number(const google::protobuf::Struct& s,
   return At(s, path).number_value();
 }
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil

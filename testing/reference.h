@@ -17,7 +17,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
 
-namespace slackswap::testing {
+namespace slackswap::testutil {
 
 // Where the reference is read from: $SLACKSWAP_REFERENCE_JSON when set, else
 // the path CMake was given (-DSLACKSWAP_REFERENCE_JSON).
@@ -35,13 +35,13 @@ const google::protobuf::Value& At(const google::protobuf::Struct& s,
 double Number(const google::protobuf::Struct& s,
               std::initializer_list<std::string> path);
 
-}  // namespace slackswap::testing
+}  // namespace slackswap::testutil
 
 // Skips the calling test (or fixture SetUp) when the reference is absent.
 #define SLACKSWAP_SKIP_WITHOUT_REFERENCE()                        \
-  if (!::slackswap::testing::HaveReference())                     \
+  if (!::slackswap::testutil::HaveReference())                    \
   GTEST_SKIP() << "reference data absent: "                       \
-               << ::slackswap::testing::ReferencePath()           \
+               << ::slackswap::testutil::ReferencePath()          \
                << " (shared/reference/ beside the checkout; set " \
                   "-DSLACKSWAP_REFERENCE_JSON or $SLACKSWAP_REFERENCE_JSON)"
 

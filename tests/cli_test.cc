@@ -49,9 +49,9 @@ namespace {
 
 using ::google::protobuf::Struct;
 using ::google::protobuf::Value;
-using ::slackswap::testing::At;
-using ::slackswap::testing::Number;
-using ::slackswap::testing::Reference;
+using ::slackswap::testutil::At;
+using ::slackswap::testutil::Number;
+using ::slackswap::testutil::Reference;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -441,6 +441,12 @@ TEST(HelpTest, EachCommandHasItsOwnHelpWithDefaultsAndAnExample) {
   EXPECT_EQ(verb.out, flag.out);
   Outcome sweep = Slackswap({"sweep", "-h"});
   EXPECT_THAT(Unwrapped(sweep.out), HasSubstr("(default: 0.1:1.0:0.05)"));
+  // health waits 5 s for an answer unless told otherwise; other commands
+  // set no deadline.
+  EXPECT_THAT(Unwrapped(Slackswap({"health", "--help"}).out),
+              HasSubstr("deadline of each call to --server (default: 5)"));
+  EXPECT_THAT(Unwrapped(flag.out),
+              HasSubstr("deadline of each call to --server (default: none)"));
   ExpectOneLineError(Slackswap({"help", "frobnicate"}), "INVALID_ARGUMENT",
                      "help takes one command name");
   // A wrong flag points at the command's help.
@@ -620,8 +626,8 @@ TEST(GoldenTest, TheTableIsWhatPlannersDocSays) {
   Outcome table = Slackswap({"table"});
   ASSERT_EQ(table.code, 0) << table;
   const std::vector<std::vector<std::string>> doc =
-      testing::MarkdownTable(testing::SourceFile("docs/PLANNERS.md"),
-                             "| model | budget | ideal | recompute_only |");
+      testutil::MarkdownTable(testutil::SourceFile("docs/PLANNERS.md"),
+                              "| model | budget | ideal | recompute_only |");
   ASSERT_EQ(doc.size(), WorkloadNames().size());
   for (const std::vector<std::string>& row : doc) {
     SCOPED_TRACE(row[0]);
@@ -687,11 +693,11 @@ TEST(PlanTest, PrefetchBeforeTheLastForwardUseIsRejected) {
 // recomputed: rebuilding the last link walks the whole chain (a walk that
 // once overflowed the stack). It answers.
 TEST(HostileTest, AMillionOpChainRecomputedWholeSimulatesLocally) {
-  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  const v1::OperatorGraph g = testutil::ChainGraph(500'000);
   const std::string graph = TempPath("chain.pb");
   const std::string plan = TempPath("chain_plan.pb");
   ASSERT_TRUE(WriteProtoFile(graph, g).ok());
-  ASSERT_TRUE(WriteProtoFile(plan, testing::RecomputeEverything(g)).ok());
+  ASSERT_TRUE(WriteProtoFile(plan, testutil::RecomputeEverything(g)).ok());
   Outcome o = Slackswap({"simulate", "--graph", graph, "--plan", plan});
   ASSERT_TRUE(o.exited) << o;
   EXPECT_EQ(o.code, 0) << o;
@@ -704,8 +710,8 @@ TEST(HostileTest, AMillionOpChainRecomputedWholeSimulatesLocally) {
 // run as written (paths under tests/ from the source tree), its "device:"
 // line (plan) or its ranking (fit) as the row's answer.
 TEST(GoldenTest, TheWillItFitCasesAreWhatTheReadmeSays) {
-  const std::vector<std::vector<std::string>> rows = testing::MarkdownTable(
-      testing::SourceFile("README.md"), "| case | command | answer |");
+  const std::vector<std::vector<std::string>> rows = testutil::MarkdownTable(
+      testutil::SourceFile("README.md"), "| case | command | answer |");
   ASSERT_EQ(rows.size(), 4u);
   for (const std::vector<std::string>& row : rows) {
     SCOPED_TRACE(row[0]);
@@ -746,7 +752,7 @@ TEST(GoldenTest, TheWillItFitCasesAreWhatTheReadmeSays) {
 
 // README.md's first example, line for line.
 TEST(GoldenTest, TheReadmeSimulateExampleIsWhatTheCommandPrints) {
-  const std::string readme = testing::SourceFile("README.md");
+  const std::string readme = testutil::SourceFile("README.md");
   const std::string start = "$ slackswap simulate --workload gpt2-xl\n";
   const size_t at = readme.find(start);
   ASSERT_NE(at, std::string::npos);

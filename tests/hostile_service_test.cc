@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,19 +22,22 @@
 namespace slackswap {
 namespace {
 
-using ::slackswap::testing::AwaitMetric;
-using ::slackswap::testing::Connect;
-using ::slackswap::testing::Gpt2Plan;
-using ::slackswap::testing::Gpt2Sweep;
-using ::slackswap::testing::InlineStep;
-using ::slackswap::testing::SendRawPlan;
-using ::slackswap::testing::SetDeadline;
-using ::slackswap::testing::SlackswapdProcess;
+using ::slackswap::testutil::AwaitMetric;
+using ::slackswap::testutil::Gpt2Plan;
+using ::slackswap::testutil::Gpt2Sweep;
+using ::slackswap::testutil::InlineStep;
+using ::slackswap::testutil::kStopMargin;
+using ::slackswap::testutil::PlannerStub;
+using ::slackswap::testutil::SendRawPlan;
+using ::slackswap::testutil::ServedPlanner;
+using ::slackswap::testutil::SetDeadline;
+using ::slackswap::testutil::SlackswapdProcess;
 
 constexpr auto kDeadline = std::chrono::seconds(20);
 
+// A plan answered on a new connection of its own.
 bool Healthy(const SlackswapdProcess& server) {
-  auto stub = v1::Planner::NewStub(Connect(server));
+  auto stub = PlannerStub(server);
   grpc::ClientContext ctx;
   SetDeadline(ctx, kDeadline);
   v1::PlanResponse resp;
@@ -44,9 +48,8 @@ bool Healthy(const SlackswapdProcess& server) {
 // Bytes that are not a PlanRequest get INVALID_ARGUMENT saying so, and are
 // counted and logged like any other call.
 TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
-  SlackswapdProcess server({"--threads=1"});
+  ServedPlanner server({"--threads=1"});
   ASSERT_TRUE(server.started()) << server.error();
-  auto channel = Connect(server);
 
   // A real request, cut in half.
   const std::string whole =
@@ -63,7 +66,7 @@ TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
   }
   for (const std::string& bytes :
        {whole.substr(0, whole.size() / 2), nested, noise}) {
-    const grpc::Status s = SendRawPlan(channel, bytes, kDeadline);
+    const grpc::Status s = SendRawPlan(server.channel(), bytes, kDeadline);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << s.error_message();
     EXPECT_THAT(s.error_message(),
@@ -86,19 +89,11 @@ TEST(HostileServiceTest, TruncatedAndDeeplyNestedRequestsAreRefused) {
   EXPECT_TRUE(Healthy(server));
 }
 
-// Sanitizers slow everything down several times; the bound is the release
-// build's, scaled.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr double kSlowdown = 5;
-#else
-constexpr double kSlowdown = 1;
-#endif
-
 // AddressSanitizer pads every block and keeps up to 256 MB of freed memory
 // in a quarantine: under it (CI's first stage) the million-op chain peaked
 // at 1.56 GB, where the normal build stays near 600 MB, and the abandoned
 // streams grew RSS by 330 MB. The bounds are the normal build's, scaled, as
-// kSlowdown scales time.
+// kSlowdown (tests/service_test_util.h) scales time.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr int64_t kMemoryScale = 3;
 #else
@@ -106,20 +101,19 @@ constexpr int64_t kMemoryScale = 1;
 #endif
 
 TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
-  SlackswapdProcess server({"--threads=2", "--max_queue=64"});
+  ServedPlanner server({"--threads=2", "--max_queue=64"});
   ASSERT_TRUE(server.started()) << server.error();
   ASSERT_TRUE(Healthy(server));
   const int64_t rss_before = server.ResidentKb();
 
   // 2,000 sweeps of the full GPT-2 XL over 20 budgets, each opened and then
   // dropped: cancelled at once, or left to the stream's destruction.
-  auto stub = v1::Planner::NewStub(Connect(server));
   const v1::SweepRequest req = Gpt2Sweep();
   for (int i = 0; i < 2000; ++i) {
     grpc::ClientContext ctx;
     SetDeadline(ctx, kDeadline);
     std::unique_ptr<grpc::ClientReader<v1::SweepResponse>> reader =
-        stub->Sweep(&ctx, req);
+        server.stub().Sweep(&ctx, req);
     ctx.TryCancel();
     (void)reader->Finish();
   }
@@ -139,11 +133,10 @@ TEST(HostileServiceTest, ThousandsOfAbandonedStreams) {
   EXPECT_EQ(server.Wait(), 0);
 }
 
-// The highest resident memory of a process, in kB.
 // Plan, Simulate and Sweep of `g` against `server`; their statuses.
-std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
+std::vector<grpc::Status> EveryEntryPoint(ServedPlanner& server,
                                           const v1::OperatorGraph& g) {
-  auto stub = v1::Planner::NewStub(Connect(server));
+  v1::Planner::Stub& stub = server.stub();
   std::vector<grpc::Status> out;
   {
     v1::PlanRequest req;
@@ -152,7 +145,7 @@ std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
     grpc::ClientContext ctx;
     SetDeadline(ctx, kDeadline);
     v1::PlanResponse resp;
-    out.push_back(stub->Plan(&ctx, req, &resp));
+    out.push_back(stub.Plan(&ctx, req, &resp));
   }
   {
     v1::SimulateRequest req;
@@ -160,14 +153,14 @@ std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
     grpc::ClientContext ctx;
     SetDeadline(ctx, kDeadline);
     v1::SimulateResponse resp;
-    out.push_back(stub->Simulate(&ctx, req, &resp));
+    out.push_back(stub.Simulate(&ctx, req, &resp));
   }
   {
     v1::SweepRequest req;
     *req.mutable_step() = InlineStep(g);
     grpc::ClientContext ctx;
     SetDeadline(ctx, kDeadline);
-    auto reader = stub->Sweep(&ctx, req);
+    auto reader = stub.Sweep(&ctx, req);
     v1::SweepResponse msg;
     while (reader->Read(&msg)) {
     }
@@ -180,10 +173,10 @@ std::vector<grpc::Status> EveryEntryPoint(const SlackswapdProcess& server,
 // estimate, before it costs more memory than the pod has; the server stays
 // up.
 TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
-  const v1::OperatorGraph g = testing::ChainGraph(500'000);
+  const v1::OperatorGraph g = testutil::ChainGraph(500'000);
   {
     // The default held-memory budget refuses it before parsing.
-    SlackswapdProcess server({"--threads=2", "--max_message_mb=128"});
+    ServedPlanner server({"--threads=2", "--max_message_mb=128"});
     ASSERT_TRUE(server.started()) << server.error();
     for (const grpc::Status& s : EveryEntryPoint(server, g)) {
       EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
@@ -197,7 +190,7 @@ TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
   }
   {
     // With room to hold it, the planner's estimate refuses it.
-    SlackswapdProcess server(
+    ServedPlanner server(
         {"--threads=2", "--max_message_mb=128", "--max_queued_mb=2048"});
     ASSERT_TRUE(server.started()) << server.error();
     for (const grpc::Status& s : EveryEntryPoint(server, g)) {
@@ -212,33 +205,35 @@ TEST(HostileServiceTest, AMillionOpChainIsRefusedCleanlyAtEveryEntryPoint) {
   }
 }
 
-// A request that would plan for seconds ends within 100 ms of its deadline,
-// as the server's own log line times it.
-TEST(HostileServiceTest, AHostilePlanEndsWithin100MsOfItsDeadline) {
-  SlackswapdProcess server({"--threads=1", "--max_message_mb=64",
-                            "--max_queued_mb=1024", "--max_request_mb=4096"});
+// A request that would plan for seconds ends soon after its deadline, as
+// the server's own log line times it: within kStopMargin, which leaves room
+// for a loaded machine (on an idle one it is 50 to 75 ms,
+// docs/RELIABILITY.md).
+TEST(HostileServiceTest, AHostilePlanEndsSoonAfterItsDeadline) {
+  ServedPlanner server({"--threads=1", "--max_message_mb=64",
+                        "--max_queued_mb=1024", "--max_request_mb=4096"});
   ASSERT_TRUE(server.started()) << server.error();
-  auto stub = v1::Planner::NewStub(Connect(server));
   v1::PlanRequest req;
-  *req.mutable_step() = InlineStep(testing::ChainGraph(200'000));
+  *req.mutable_step() = InlineStep(testutil::ChainGraph(200'000));
   req.set_budget_fraction(0.3);  // no policy meets it: minimums searched too
   grpc::ClientContext ctx;
-  constexpr int kDeadlineMs = 800;
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(kDeadlineMs));
+  constexpr std::chrono::milliseconds kCallDeadline(800);
+  SetDeadline(ctx, kCallDeadline);
   v1::PlanResponse resp;
-  const grpc::Status s = stub->Plan(&ctx, req, &resp);
+  const grpc::Status s = server.stub().Plan(&ctx, req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   const auto line = server.WaitForLine(
       [](const std::string& text) {
-        return testing::JsonField(text, "msg") == "request" &&
-               testing::JsonField(text, "method") == "Plan";
+        return testutil::JsonField(text, "msg") == "request" &&
+               testutil::JsonField(text, "method") == "Plan";
       },
       kDeadline);
   ASSERT_TRUE(line.has_value());
-  EXPECT_EQ(testing::JsonField(line->text, "code"), "DEADLINE_EXCEEDED");
-  const double ms = std::stod(testing::JsonField(line->text, "ms").value());
-  EXPECT_LT(ms, kDeadlineMs + 100 * kSlowdown) << line->text;
+  EXPECT_EQ(testutil::JsonField(line->text, "code"), "DEADLINE_EXCEEDED");
+  const double ms = std::stod(testutil::JsonField(line->text, "ms").value());
+  EXPECT_LT(ms, (kCallDeadline + kStopMargin).count()) << line->text;
+  std::cerr << "[ info ] the server logged the call after " << ms
+            << " ms, its deadline " << kCallDeadline.count() << " ms\n";
   EXPECT_TRUE(Healthy(server));
 }
 

@@ -87,8 +87,8 @@ std::vector<std::string> StudyRow(const std::string& model,
 }
 
 TEST(RealModelsTest, SlackSwapBeatsEveryBaselineUnderTheBoundAsDocumented) {
-  const std::vector<std::vector<std::string>> doc = testing::MarkdownTable(
-      testing::SourceFile("docs/PLANNERS.md"),
+  const std::vector<std::vector<std::string>> doc = testutil::MarkdownTable(
+      testutil::SourceFile("docs/PLANNERS.md"),
       "| model | budget | recompute_only | swap_only | capuchin | slackswap | "
       "bound |");
   std::map<std::pair<std::string, std::string>, std::vector<std::string>>

@@ -15,15 +15,17 @@
 #include "gtest/gtest.h"
 #include "io/proto_file.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
+#include "tests/service_test_util.h"
 #include "tests/slackswapd_process.h"
 
 namespace slackswap {
 namespace {
 
-using ::slackswap::testing::CommandResult;
-using ::slackswap::testing::FindOnPath;
-using ::slackswap::testing::RunCommand;
-using ::slackswap::testing::SlackswapdProcess;
+using ::slackswap::testutil::CommandResult;
+using ::slackswap::testutil::FindOnPath;
+using ::slackswap::testutil::RunCommand;
+using ::slackswap::testutil::SetDeadline;
+using ::slackswap::testutil::SlackswapdProcess;
 using ::testing::HasSubstr;
 
 // Certificates for one test suite, in a temporary directory.
@@ -98,7 +100,7 @@ v1::ListWorkloadsResponse CallOrStatus(std::shared_ptr<grpc::Channel> channel,
                                        const std::string& scheme = "Bearer") {
   auto stub = v1::Planner::NewStub(channel);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  SetDeadline(ctx, std::chrono::seconds(10));
   if (!token.empty()) ctx.AddMetadata("authorization", scheme + " " + token);
   v1::ListWorkloadsResponse resp;
   *status = stub->ListWorkloads(&ctx, v1::ListWorkloadsRequest(), &resp);
@@ -210,8 +212,7 @@ TEST(SecurityTest, BearerTokenIsRequiredWhenConfigured) {
   {
     auto stub = v1::Planner::NewStub(channel);
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::seconds(10));
+    SetDeadline(ctx, std::chrono::seconds(10));
     v1::SweepRequest req;
     req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
     req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
@@ -243,13 +244,13 @@ TEST(SecurityTest, MetricsPortServesOnlyMetrics) {
   ASSERT_TRUE(server.started()) << server.error();
   for (const char* path :
        {"/", "/metricsx", "/metrics/../etc/passwd", "/debug", "/healthz"}) {
-    slackswap::testing::HttpResponse r =
-        slackswap::testing::HttpGet(server.metrics_port(), path);
+    slackswap::testutil::HttpResponse r =
+        slackswap::testutil::HttpGet(server.metrics_port(), path);
     EXPECT_NE(r.status, 0) << path << ": " << r.error;
     EXPECT_NE(r.status, 200) << path;
   }
-  slackswap::testing::HttpResponse metrics =
-      slackswap::testing::HttpGet(server.metrics_port(), "/metrics");
+  slackswap::testutil::HttpResponse metrics =
+      slackswap::testutil::HttpGet(server.metrics_port(), "/metrics");
   EXPECT_EQ(metrics.status, 200) << metrics.error;
   EXPECT_THAT(metrics.body, HasSubstr("slackswap_build_info"));
 }

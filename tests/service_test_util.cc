@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 namespace slackswap {
-namespace testing {
+namespace testutil {
 
 std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server) {
   grpc::ChannelArguments args;
@@ -20,6 +20,16 @@ std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server) {
   return grpc::CreateCustomChannel(server.target(),
                                    grpc::InsecureChannelCredentials(), args);
 }
+
+std::unique_ptr<v1::Planner::Stub> PlannerStub(
+    const SlackswapdProcess& server) {
+  return v1::Planner::NewStub(Connect(server));
+}
+
+ServedPlanner::ServedPlanner(const std::vector<std::string>& flags)
+    : SlackswapdProcess(flags),
+      channel_(Connect(*this)),
+      stub_(v1::Planner::NewStub(channel_)) {}
 
 void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
@@ -125,5 +135,5 @@ std::vector<grpc::Status> ConcurrentPlans(
   return statuses;
 }
 
-}  // namespace testing
+}  // namespace testutil
 }  // namespace slackswap

@@ -1,13 +1,15 @@
 // Client-side helpers for tests that talk to a real slackswapd
-// (tests/slackswapd_process.h) over gRPC: a channel of the test's own, call
-// deadlines, the reference requests, and bounded polling of its metrics.
+// (tests/slackswapd_process.h) over gRPC: a served planner with its stub, a
+// channel of the test's own, call deadlines, the reference requests, and
+// bounded polling of its metrics.
 //
-//   SlackswapdProcess server({"--threads=1"});
-//   auto stub = v1::Planner::NewStub(Connect(server));
+//   ServedPlanner server({"--threads=1"});
+//   ASSERT_TRUE(server.started()) << server.error();
 //   grpc::ClientContext ctx;
 //   SetDeadline(ctx);
 //   v1::PlanResponse resp;
-//   grpc::Status s = stub->Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
+//   grpc::Status s =
+//       server.stub().Plan(&ctx, Gpt2Plan(2, 0.5, {"slackswap"}), &resp);
 #ifndef SLACKSWAP_TESTS_SERVICE_TEST_UTIL_H_
 #define SLACKSWAP_TESTS_SERVICE_TEST_UTIL_H_
 
@@ -26,16 +28,51 @@
 #include "tests/slackswapd_process.h"
 
 namespace slackswap {
-namespace testing {
+namespace testutil {
 
 // The reference GPU of the tests' requests.
 inline constexpr char kHardware[] = "a100-80gb-pcie4";
 // Generous per-call deadline: a hung server fails the call, not the run.
 inline constexpr std::chrono::seconds kRpcTimeout(60);
 
+// How many times longer than in a plain build a bounded wait may take:
+// the sanitizers slow both the server and the test several times over.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr int kSlowdown = 5;
+#else
+inline constexpr int kSlowdown = 1;
+#endif
+
+// How soon after its deadline or its cancel a call must have stopped and
+// been logged. The core hears its stop function within about 100 ms of work
+// (docs/RELIABILITY.md); the rest is room for a loaded 2-core machine (ctest
+// -j2 beside other builds) and the sanitizers, still far below the seconds
+// the tests' calls would run without the stop.
+inline constexpr std::chrono::milliseconds kStopMargin(2000 * kSlowdown);
+
 // A channel to `server` with a connection of its own (never shared with
 // another test's channel) and 256 MiB message limits.
 std::shared_ptr<grpc::Channel> Connect(const SlackswapdProcess& server);
+
+// A Planner stub on a new Connect(server) channel.
+std::unique_ptr<v1::Planner::Stub> PlannerStub(const SlackswapdProcess& server);
+
+// A slackswapd started with `flags` (as SlackswapdProcess starts it) and a
+// Planner stub on a Connect channel to it. The channel connects at the first
+// call; the stub and channel go before the process is stopped, so no idle
+// connection holds up its shutdown. Check started() before use.
+class ServedPlanner : public SlackswapdProcess {
+ public:
+  explicit ServedPlanner(const std::vector<std::string>& flags);
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  v1::Planner::Stub& stub() { return *stub_; }
+
+ private:
+  // Immutable after construction.
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::Planner::Stub> stub_;
+};
 
 // Sets the call's deadline `timeout` from now.
 void SetDeadline(grpc::ClientContext& ctx,
@@ -77,7 +114,7 @@ std::vector<grpc::Status> ConcurrentPlans(
     v1::Planner::Stub& stub, const std::vector<v1::PlanRequest>& reqs,
     std::vector<v1::PlanResponse>* responses = nullptr);
 
-}  // namespace testing
+}  // namespace testutil
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_TESTS_SERVICE_TEST_UTIL_H_

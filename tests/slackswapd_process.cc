@@ -35,7 +35,7 @@
 #endif
 
 namespace slackswap {
-namespace testing {
+namespace testutil {
 namespace {
 
 int MillisLeft(SteadyClock::time_point deadline) {
@@ -616,5 +616,5 @@ std::string FindOnPath(const std::string& name) {
   return "";
 }
 
-}  // namespace testing
+}  // namespace testutil
 }  // namespace slackswap

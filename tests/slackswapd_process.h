@@ -32,7 +32,7 @@
 #include "absl/synchronization/mutex.h"
 
 namespace slackswap {
-namespace testing {
+namespace testutil {
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -175,7 +175,7 @@ CommandResult RunCommand(
 // The first executable `name` in a directory of $PATH; empty if none.
 std::string FindOnPath(const std::string& name);
 
-}  // namespace testing
+}  // namespace testutil
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_TESTS_SLACKSWAPD_PROCESS_H_

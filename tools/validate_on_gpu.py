@@ -195,7 +195,6 @@ def check(args):
     """The check itself, on a machine with CUDA; returns the exit status."""
     import torch
     import slackswap.torch
-    from slackswap.export import export, write
 
     device = torch.device("cuda", torch.cuda.current_device())
     # Gradients compared bit for bit need deterministic kernels.
@@ -203,11 +202,7 @@ def check(args):
     torch.backends.cudnn.benchmark = False
     hardware = args.hardware or nearest_profile(torch, device)
     model, x, loss_fn = build(torch, args, device)
-    work = tempfile.mkdtemp(prefix="validate_on_gpu-")
-    graph = export(model, (x,), loss_fn=loss_fn, dtype_bytes=4,
-                   name=args.model)
-    graph_path = os.path.join(work, "graph.json")
-    write(graph, graph_path)
+    graph, graph_path = export_graph(args, model, x, loss_fn)
     result, unconstrained = plan(args, graph_path, hardware)
     predicted = result["result"]
     if not predicted.get("feasible"):
@@ -217,25 +212,74 @@ def check(args):
         return 1
 
     reference = copy.deepcopy(model)
+    steps = run_steps(torch, args, device, (model, reference, x, loss_fn),
+                      lambda: slackswap.torch.apply(result, graph))
+    figures = gather_figures(torch, args, device, hardware,
+                             (predicted, unconstrained), steps,
+                             (model, reference))
+    if args.json:
+        print(json.dumps(figures, indent=1))
+    else:
+        print_table(figures)
+    return 0
+
+
+def export_graph(args, model, x, loss_fn):
+    """(graph, path of its JSON file): the step as it runs on this GPU,
+    written where the slackswap CLI or slackswapd can read it."""
+    from slackswap.export import export, write
+
+    work = tempfile.mkdtemp(prefix="validate_on_gpu-")
+    graph = export(model, (x,), loss_fn=loss_fn, dtype_bytes=4,
+                   name=args.model)
+    graph_path = os.path.join(work, "graph.json")
+    write(graph, graph_path)
+    return graph, graph_path
+
+
+def run_steps(torch, args, device, workload, make_step):
+    """(plain, applied): timed_step's results after warm-up, a plain step
+    of the reference and a step of the model inside make_step() in turn,
+    both from the same seed so that dropout draws the same masks; workload
+    is (model, reference, input, loss function)."""
+    model, reference, x, loss_fn = workload
     plain, applied = [], []
     for i in range(args.warmup + args.steps):
         torch.manual_seed(1)
         p = timed_step(torch, reference, x, loss_fn, device)
         torch.manual_seed(1)
-        a = timed_step(torch, model, x, loss_fn, device,
-                       slackswap.torch.apply(result, graph))
+        a = timed_step(torch, model, x, loss_fn, device, make_step())
         if i >= args.warmup:
             plain.append(p)
             applied.append(a)
-    last = applied[-1][2].measured
+    return plain, applied
+
+
+def compare_gradients(torch, model, reference):
+    """(bitwise equal, max |difference|) of the two models' gradients: a
+    plan must not change what the step computes."""
     grads_equal = all(
         torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(),
                                                     reference.parameters()))
     max_diff = max(float((p.grad - q.grad).abs().max())
                    for p, q in zip(model.parameters(),
                                    reference.parameters()))
+    return grads_equal, max_diff
+
+
+def gather_figures(torch, args, device, hardware, planned, steps, models):
+    """Every figure the check reports, predicted beside measured, in the
+    order --json prints them; planned is (the simulator's result,
+    unconstrained peak), steps run_steps' result, models (model,
+    reference)."""
+    import slackswap.torch
+
+    predicted, unconstrained = planned
+    plain, applied = steps
+    last = applied[-1][2].measured
+    grads_equal, max_diff = compare_gradients(torch, *models)
     total = slackswap.torch.predicted_total_bytes(predicted)
-    figures = {
+    return {
         "gpu": torch.cuda.get_device_name(device),
         "hardware_profile": hardware, "model": args.model,
         "policy": args.policy, "budget_fraction": args.budget,
@@ -253,12 +297,15 @@ def check(args):
         "gradients_max_abs_difference": max_diff,
         "runtime": {k: v for k, v in last.items() if k != "timeline"},
     }
-    if args.json:
-        print(json.dumps(figures, indent=1))
-        return 0
+
+
+def print_table(figures):
+    """The figures for a reader: predicted, measured and plain step side
+    by side, then whether the gradients match."""
     print("%s on %s, planned for %s: %s at %.2f of %s bytes" % (
-        args.model, figures["gpu"], hardware, args.policy, args.budget,
-        "{:,}".format(unconstrained)))
+        figures["model"], figures["gpu"], figures["hardware_profile"],
+        figures["policy"], figures["budget_fraction"],
+        "{:,}".format(figures["unconstrained_peak_bytes"])))
     rows = (
         ("step time (s)", "predicted_step_seconds", "measured_step_seconds",
          "plain_step_seconds"),
@@ -274,8 +321,8 @@ def check(args):
             label, _num(figures[pk]), _num(figures[mk]),
             _num(figures[plain_key]) if plain_key else ""))
     print("gradients bitwise equal to a plain step: %s (max |difference| "
-          "%g)" % ("yes" if grads_equal else "no", max_diff))
-    return 0
+          "%g)" % ("yes" if figures["gradients_bitwise_equal"] else "no",
+                   figures["gradients_max_abs_difference"]))
 
 
 def _num(v):

@@ -214,6 +214,10 @@ def lower(graph, decisions):
 
 
 class _Lowerer:
+    """One lowering: walks the graph's ops in order, as LowerPlan does,
+    and makes the Schedule's tasks: each op's own, after the re-runs it
+    needs first, with its prefetches, waits and frees."""
+
     def __init__(self, graph, decisions):
         self.g = graph
         self.d = decisions

@@ -129,7 +129,7 @@ def _import_torch():
 def _run(model, args, kwargs, loss_fn, dtype_bytes, strip_checkpoint,
          dropout, num_classes, name, trace_durations, seed, model_text):
     torch = _import_torch()
-    from slackswap import _durations, _recorder
+    from slackswap import _durations, _numbering, _recorder
 
     if not isinstance(model, torch.nn.Module):
         raise ExportError("model", "want an nn.Module, got %s" %
@@ -154,7 +154,7 @@ def _run(model, args, kwargs, loss_fn, dtype_bytes, strip_checkpoint,
     inputs = ", ".join(
         "[%s] %s" % (",".join(str(d) for d in t.shape),
                      str(t.dtype).replace("torch.", ""))
-        for t in _recorder.flatten_tensors((args, kwargs)))
+        for t in _numbering.flatten_tensors((args, kwargs)))
     num_backward = len(rec.ops) - rec.num_forward_ops
     description = (
         "traced with torch %s: %s on inputs %s, loss %s, one training step "
@@ -198,7 +198,7 @@ def _model_kept(torch, model):
 
 def _make_loss(torch, loss_fn, num_classes, args, kwargs):
     """(loss(recorder, output), its description) for export()."""
-    from slackswap import _recorder
+    from slackswap import _numbering
 
     if callable(loss_fn):
         def user_loss(rec, out):
@@ -210,7 +210,7 @@ def _make_loss(torch, loss_fn, num_classes, args, kwargs):
                           "callable" % (kind, ", ".join(LOSSES)))
 
     def builtin_loss(rec, out):
-        parts = [t for t in _recorder.flatten_tensors(out)
+        parts = [t for t in _numbering.flatten_tensors(out)
                  if t.is_floating_point() and t.requires_grad]
         if not parts:
             raise ExportError("loss", "the model's output has no floating "
@@ -239,7 +239,7 @@ def _make_loss(torch, loss_fn, num_classes, args, kwargs):
             gen = torch.Generator().manual_seed(0)
             labels = torch.randint(0, n, shape, generator=gen).to(
                 logits.device)
-        rec.register_static(labels, "labels", _recorder.KIND_INPUT)
+        rec.register_static(labels, "labels", _numbering.KIND_INPUT)
         F = torch.nn.functional
         if kind == "cross_entropy":
             return F.cross_entropy(logits, labels)
