@@ -165,14 +165,22 @@ class Client:
         return self.call("Simulate", request).result
 
     def sweep(self, graph=None, *, workload=None, hardware=DEFAULT_HARDWARE,
-              start=0.1, stop=1.0, step_fraction=0.1, policies=(),
+              start=None, stop=None, step_fraction=None, policies=(),
               target=0.0):
-        """The Sweep RPC: an iterator of SweepResponse messages."""
+        """The Sweep RPC: an iterator of SweepResponse messages.
+
+        start, stop and step_fraction left as None are the server's
+        defaults (0.1, 1.0 and 0.05, stated in the SweepRequest message).
+        """
         request = self.pb.SweepRequest(
-            step=self.step(graph, workload, hardware), to=stop,
-            step_fraction=step_fraction, policies=list(policies),
-            target=target)
-        setattr(request, "from", start)  # a Python keyword
+            step=self.step(graph, workload, hardware),
+            policies=list(policies), target=target)
+        if start is not None:
+            setattr(request, "from", start)  # a Python keyword
+        if stop is not None:
+            request.to = stop
+        if step_fraction is not None:
+            request.step_fraction = step_fraction
         return self.call("Sweep", request)
 
 
