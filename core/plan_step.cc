@@ -217,14 +217,15 @@ absl::Status MinimumBudgets(const PlanningContext& ctx, v1::PlanReport& out) {
 // activation is the unbudgeted reference's result when the request has one
 // (it is that simulation), else simulated here. For a device budget, the
 // best fitting policy's activation budget becomes the report's.
-absl::Status AddDeviceFit(const PlanningContext& ctx, const PolicyRound& round,
-                          const PlanBudget& b, const DeviceOptions& device,
-                          v1::PlanReport& out) {
+absl::Status AddDeviceFit(const PlanningContext& ctx, const PlanBudget& b,
+                          const DeviceOptions& device, v1::PlanReport& out) {
   std::optional<v1::SimulationResult> keep_all;
-  for (const PolicyRound::Entry& e : round.entries()) {
-    if (e.policy->unbudgeted_reference && e.result.has_value() &&
-        e.result->device.has_value()) {
-      keep_all = ResultToProto(*e.result, ctx.graph);
+  for (const v1::PolicyResult& p : out.results()) {
+    absl::StatusOr<const PolicyInfo*> info = FindPolicy(p.policy());
+    if (info.ok() && (*info)->unbudgeted_reference && p.has_result() &&
+        p.result().has_device()) {
+      keep_all = p.result();
+      break;
     }
   }
   if (!keep_all.has_value()) {
@@ -321,8 +322,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   if (round.any_budgeted() && !round.any_feasible()) {
     SLACKSWAP_RETURN_IF_ERROR(MinimumBudgets(ctx, out));
   }
-  SLACKSWAP_RETURN_IF_ERROR(
-      AddDeviceFit(ctx, round, spec.budget, report.device, out));
+  SLACKSWAP_RETURN_IF_ERROR(AddDeviceFit(ctx, spec.budget, report.device, out));
   if (req.include_bound()) {
     SLACKSWAP_RETURN_IF_ERROR(AddBound(ctx, round, spec.budget, out));
   }

@@ -70,13 +70,12 @@ absl::Status PolicyRound::Run(const std::vector<const PolicyInfo*>& policies,
         return o.status();
       }
       entry.unavailable = std::string(o.status().message());
-      plan_at_.emplace_back(false, -1);
       continue;
     }
     entry.result = std::move(o->result);
     if (policy->unbudgeted_reference) {
-      plan_at_.emplace_back(false, static_cast<int>(others_.size()));
-      others_.push_back(std::move(o->plan));
+      entry.plan_index = static_cast<int>(references_.size());
+      references_.push_back(std::move(o->plan));
       continue;
     }
     any_budgeted_ = true;
@@ -90,7 +89,7 @@ absl::Status PolicyRound::Run(const std::vector<const PolicyInfo*>& policies,
       bound_start_ = seeds_.size();
       bound_start_key_ = key;
     }
-    plan_at_.emplace_back(true, static_cast<int>(seeds_.size()));
+    entry.plan_index = static_cast<int>(seeds_.size());
     seeds_.push_back(std::move(o->plan));
   }
   return absl::OkStatus();
@@ -102,8 +101,8 @@ const PolicyRound::Entry& PolicyRound::Of(const PolicyInfo* policy) const {
 }
 
 const Plan& PolicyRound::PlanOf(const Entry& entry) const {
-  const auto [seed, index] = plan_at_[&entry - entries_.data()];
-  return seed ? seeds_[index] : others_[index];
+  return entry.policy->unbudgeted_reference ? references_[entry.plan_index]
+                                            : seeds_[entry.plan_index];
 }
 
 const Plan* PolicyRound::BoundStart() const {

@@ -77,6 +77,9 @@ class PolicyRound {
     std::optional<SimResult> result;
     std::string unavailable;
     double seconds = 0;
+    // Where its plan is: in seeds() for a budgeted policy, else among the
+    // reference's plans; -1 when unavailable.
+    int plan_index = -1;
   };
   // Plans and judges one policy; `seconds` (may be null) gets the time it
   // took. Reads the seeds through the context it plans with.
@@ -115,11 +118,9 @@ class PolicyRound {
 
  private:
   std::vector<Entry> entries_;
-  // Per entry: where its plan is (an index into seeds_ for a budgeted one,
-  // into others_ for the reference's), -1 when unavailable.
-  std::vector<std::pair<bool, int>> plan_at_;
   std::vector<Plan> seeds_;
-  std::vector<Plan> others_;
+  // The unbudgeted reference's plans (no seeds: they meet no budget).
+  std::vector<Plan> references_;
   bool any_budgeted_ = false;
   bool any_feasible_ = false;
   std::optional<size_t> bound_start_;

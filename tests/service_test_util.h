@@ -25,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 #include "slackswap/v1/planner_service.pb.h"
+#include "testing/timing.h"
 #include "tests/slackswapd_process.h"
 
 namespace slackswap {
@@ -34,21 +35,6 @@ namespace testutil {
 inline constexpr char kHardware[] = "a100-80gb-pcie4";
 // Generous per-call deadline: a hung server fails the call, not the run.
 inline constexpr std::chrono::seconds kRpcTimeout(60);
-
-// How many times longer than in a plain build a bounded wait may take:
-// the sanitizers slow both the server and the test several times over.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr int kSlowdown = 5;
-#else
-inline constexpr int kSlowdown = 1;
-#endif
-
-// How soon after its deadline or its cancel a call must have stopped and
-// been logged. The core hears its stop function within about 100 ms of work
-// (docs/RELIABILITY.md); the rest is room for a loaded 2-core machine (ctest
-// -j2 beside other builds) and the sanitizers, still far below the seconds
-// the tests' calls would run without the stop.
-inline constexpr std::chrono::milliseconds kStopMargin(2000 * kSlowdown);
 
 // A channel to `server` with a connection of its own (never shared with
 // another test's channel) and 256 MiB message limits.
