@@ -5,6 +5,8 @@
 //   BM_EventLoop/<workload>/<plan>  SimulateSchedule only: the event loop,
 //                                   with durations and the schedule built
 //                                   outside the timed loop.
+//   BM_Lower/<workload>/<plan>      LowerPlan only: the plan made into the
+//                                   task list the event loop runs.
 //   BM_Simulate/<workload>/<plan>   Simulate(): cost model, lowering and
 //                                   the event loop, as a planner calls it.
 //   BM_SimulateDevice/<workload>/<plan>
@@ -202,6 +204,21 @@ void BM_EventLoop(benchmark::State& state, const std::string& workload,
   });
 }
 
+void BM_Lower(benchmark::State& state, const std::string& workload,
+              const std::string& plan) {
+  const Case& c = *GetCase(workload, plan);
+  for (auto _ : state) {
+    absl::StatusOr<Schedule> s = LowerPlan(c.graph, c.plan, c.durations);
+    if (!s.ok()) {
+      state.SkipWithError(s.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(s->tasks.data());
+  }
+  state.counters["tasks"] =
+      benchmark::Counter(static_cast<double>(c.schedule.tasks.size()));
+}
+
 void BM_Simulate(benchmark::State& state, const std::string& workload,
                  const std::string& plan) {
   const Case& c = *GetCase(workload, plan);
@@ -227,6 +244,9 @@ void RegisterBenchmarks() {
       const std::string suffix = workload + "/" + plan;
       benchmark::RegisterBenchmark(("BM_EventLoop/" + suffix).c_str(),
                                    BM_EventLoop, workload, plan)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_Lower/" + suffix).c_str(), BM_Lower,
+                                   workload, plan)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("BM_Simulate/" + suffix).c_str(),
                                    BM_Simulate, workload, plan)

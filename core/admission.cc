@@ -10,9 +10,10 @@ namespace slackswap {
 namespace {
 
 // Peak working memory of planning one request, per graph element: the
-// domain graph, the analysis, the schedules and results the searches hold.
-// Measured 200-350 bytes on chains, fan-outs and transformers.
-constexpr int64_t kBytesPerElement = 400;
+// domain graph, the analysis, the schedules and results the searches hold
+// (measured 200-350 bytes on chains, fan-outs and transformers: 400), and
+// the judgments its policies share, which are capped.
+constexpr int64_t kBytesPerElement = 400 + kJudgeMemoBytesPerGraphElement;
 // Fixed per request: the catalog, the response, allocator slack.
 constexpr int64_t kBytesPerRequest = 4 << 20;
 // One plan of the most expensive heuristic (slackswap), per graph element:

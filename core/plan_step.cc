@@ -307,6 +307,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   const SimOptions report = ReportOptions(req, spec.budget);
   PolicyRound round;
   ctx.seeds = &round.seeds();
+  ctx.judge_memo = round.judge_memo();
   const PolicyRunner runner{ctx, observer_};
   SLACKSWAP_RETURN_IF_ERROR(
       round.Run(spec.policies, [&](const PolicyInfo& policy, double* seconds) {

@@ -48,12 +48,14 @@ absl::StatusOr<PlanOutcome> PolicyRunner::Search(const std::string& policy,
   return PlanOutcome{std::move(s.plan), std::move(s.result)};
 }
 
-absl::StatusOr<PlanOutcome> PolicyRunner::Quiet(
-    const std::string& policy, int64_t budget,
-    const std::vector<Plan>* seeds) const {
+absl::StatusOr<PlanOutcome> PolicyRunner::Quiet(const std::string& policy,
+                                                int64_t budget,
+                                                const std::vector<Plan>* seeds,
+                                                JudgeMemo* judge_memo) const {
   PlanningContext at = ctx;
   at.budget_bytes = budget;
   at.seeds = seeds;
+  at.judge_memo = judge_memo;
   SimOptions report;
   report.record_timeline = false;
   return PolicyRunner{at, observer}.Run(policy, report, nullptr);

@@ -7,6 +7,7 @@
 //
 //   PolicyRound round;
 //   ctx.seeds = &round.seeds();
+//   ctx.judge_memo = round.judge_memo();
 //   SLACKSWAP_RETURN_IF_ERROR(round.Run(
 //       policies, [&](const PolicyInfo& p, double* seconds) {
 //         return PolicyRunner{ctx, observer}.Run(p.name, report, seconds);
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -61,11 +63,11 @@ struct PolicyRunner {
                                      const Judge& judge, int64_t start,
                                      double* seconds) const;
 
-  // The policy's plan and result at `budget`, no timeline; `seeds` as
-  // PlanningContext::seeds.
-  absl::StatusOr<PlanOutcome> Quiet(
-      const std::string& policy, int64_t budget,
-      const std::vector<Plan>* seeds = nullptr) const;
+  // The policy's plan and result at `budget`, no timeline; `seeds` and
+  // `judge_memo` as PlanningContext's.
+  absl::StatusOr<PlanOutcome> Quiet(const std::string& policy, int64_t budget,
+                                    const std::vector<Plan>* seeds = nullptr,
+                                    JudgeMemo* judge_memo = nullptr) const;
 };
 
 class PolicyRound {
@@ -100,6 +102,9 @@ class PolicyRound {
   // The budgeted plans so far, in run order: later policies' seeds. The
   // vector lives as long as the round.
   const std::vector<Plan>& seeds() const { return seeds_; }
+  // The judgments the round's policies share (PlanningContext::judge_memo):
+  // slackswap, last, judges the others' plans again, and runs them itself.
+  JudgeMemo* judge_memo() const { return judge_memo_.get(); }
   // The entries in run order.
   const std::vector<Entry>& entries() const { return entries_; }
   // `policy`'s entry. REQUIRES: it ran in this round.
@@ -119,6 +124,7 @@ class PolicyRound {
  private:
   std::vector<Entry> entries_;
   std::vector<Plan> seeds_;
+  const std::shared_ptr<JudgeMemo> judge_memo_ = NewJudgeMemo();
   // The unbudgeted reference's plans (no seeds: they meet no budget).
   std::vector<Plan> references_;
   bool any_budgeted_ = false;

@@ -144,7 +144,8 @@ absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
   PolicyRound round;
   SLACKSWAP_RETURN_IF_ERROR(
       round.Run(spec.policies, [&](const PolicyInfo& policy, double*) {
-        return runner.Quiet(policy.name, budget, &round.seeds());
+        return runner.Quiet(policy.name, budget, &round.seeds(),
+                            round.judge_memo());
       }));
   std::optional<double> bound;
   std::string bound_unavailable;

@@ -14,6 +14,7 @@
 #include "common/saturating.h"
 #include "common/status_macros.h"
 #include "common/stop.h"
+#include "planner/internal/judge_memo.h"
 #include "planner/internal/policies.h"
 #include "planner/internal/slack.h"
 #include "sim/schedule.h"
@@ -153,25 +154,85 @@ absl::StatusOr<Schedule> AssignPrefetchPoints(const PlanningContext& ctx,
 namespace {
 
 absl::StatusOr<Judged> SimulateLowered(const PlanningContext& ctx, Plan plan,
-                                       Schedule schedule) {
+                                       Schedule schedule,
+                                       Tracing tracing = Tracing::kOff) {
   plan.budget_bytes = ctx.budget_bytes;
   SimOptions opts = ctx.Simulation();
-  opts.record_timeline = false;
+  opts.record_timeline = tracing == Tracing::kOn;
+  opts.record_events = tracing == Tracing::kOn;
   SLACKSWAP_ASSIGN_OR_RETURN(
       SimResult result,
       SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
                        opts));
-  return Judged{std::move(plan), std::move(schedule), std::move(result)};
+  std::shared_ptr<Judged::Trace> trace;
+  if (tracing == Tracing::kOn) {
+    trace = std::make_shared<Judged::Trace>();
+    trace->events = std::move(result.events);
+    trace->timeline = std::move(result.timeline);
+    result.events.clear();
+    result.timeline.clear();
+  }
+  return Judged{std::move(plan),
+                std::make_shared<const Schedule>(std::move(schedule)),
+                std::move(result), std::move(trace)};
 }
 
 }  // namespace
 
-absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan) {
+namespace {
+
+// The least step any run of `schedule` takes: its compute tasks, back to
+// back.
+int64_t ComputeNs(const Schedule& schedule) {
+  int64_t sum = 0;
+  for (const Task& task : schedule.tasks) {
+    sum = SaturatingAdd(sum, task.duration_ns);
+  }
+  return sum;
+}
+
+// JudgePlan, or nullopt (nothing simulated) when `beaten_by` is feasible and
+// the lowered plan's compute alone outlasts its step.
+absl::StatusOr<std::optional<Judged>> Judge(const PlanningContext& ctx,
+                                            Plan plan, Tracing tracing,
+                                            const SimResult* beaten_by) {
   SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+  std::string key;
+  // A remembered judgment has no trace; whoever needs one replays it.
+  if (ctx.judge_memo != nullptr) {
+    key = JudgeMemo::Key(JudgeMemo::Kind::kJudgePlan, plan);
+    std::optional<Judged> known = ctx.judge_memo->Recall(ctx, key, plan);
+    if (known.has_value()) return known;
+  }
   SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
                              AssignPrefetchPoints(ctx, plan));
+  if (beaten_by != nullptr && beaten_by->feasible &&
+      ComputeNs(schedule) > beaten_by->step_ns) {
+    return std::nullopt;
+  }
   SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(ctx.graph, plan, schedule));
-  return SimulateLowered(ctx, std::move(plan), std::move(schedule));
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      Judged judged,
+      SimulateLowered(ctx, std::move(plan), std::move(schedule), tracing));
+  if (ctx.judge_memo != nullptr) {
+    ctx.judge_memo->Remember(ctx, std::move(key), judged);
+  }
+  return judged;
+}
+
+}  // namespace
+
+absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan,
+                                 Tracing tracing) {
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      std::optional<Judged> judged,
+      Judge(ctx, std::move(plan), tracing, /*beaten_by=*/nullptr));
+  return *std::move(judged);
+}
+
+absl::StatusOr<std::optional<Judged>> JudgeUnlessBeaten(
+    const PlanningContext& ctx, Plan plan, const SimResult& best) {
+  return Judge(ctx, std::move(plan), Tracing::kOff, &best);
 }
 
 bool Better(const SimResult& a, const SimResult& b) {
@@ -186,13 +247,14 @@ bool Better(const SimResult& a, const SimResult& b) {
 
 absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
-                                          const std::vector<Move>& moves) {
+                                          const std::vector<Move>& moves,
+                                          Tracing tracing) {
   auto judge = [&](size_t k) -> absl::StatusOr<Judged> {
     Plan plan = base;
     for (size_t i = 0; i < k; ++i) {
       plan.decisions[moves[i].tensor].action = moves[i].action;
     }
-    return JudgePlan(ctx, std::move(plan));
+    return JudgePlan(ctx, std::move(plan), tracing);
   };
   // Fewer moves cannot free enough bytes at the peak.
   int64_t to_free = ctx.analysis.unconstrained_peak_bytes - ctx.budget_bytes;
@@ -246,14 +308,14 @@ struct DroppedStretches {
 
 absl::StatusOr<DroppedStretches> FindDroppedStretches(
     const PlanningContext& ctx, const Schedule& schedule,
-    const SimResult& run) {
+    const std::vector<SimEvent>& events) {
   const Graph& g = ctx.graph;
   StopPoller poller(ctx.should_stop);
   // Compute tasks run one after another, so their events come in order.
   std::vector<int64_t> task_start, task_end;
   task_start.reserve(schedule.tasks.size());
   task_end.reserve(schedule.tasks.size());
-  for (const SimEvent& e : run.events) {
+  for (const SimEvent& e : events) {
     if (e.stream != StreamId::kCompute) continue;
     task_start.push_back(e.start_ns);
     task_end.push_back(e.end_ns);
@@ -291,11 +353,6 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
     const PlanningContext& ctx, const std::vector<MemorySample>& timeline,
     const DroppedStretches& dropped, Plan& plan) {
   StopPoller poller(ctx.should_stop, 1024);
-  std::vector<int64_t> headroom(timeline.size());
-  for (size_t i = 0; i < timeline.size(); ++i) {
-    headroom[i] = ctx.budget_bytes - timeline[i].activation_bytes;
-  }
-  MinTree room(headroom);
   auto stretch_at = [&](int64_t t) {  // the sample in force at time t
     auto it = std::upper_bound(
         timeline.begin(), timeline.end(), t,
@@ -303,32 +360,59 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
     return static_cast<int32_t>(
         std::max<ptrdiff_t>(0, it - timeline.begin() - 1));
   };
-  std::vector<const Candidate*> recomputed;
+  // Each recomputed tensor's stretch of samples [first, last]. A tensor never
+  // rebuilt (no backward reader ran after it was dropped) has none.
+  struct Stretch {
+    const Candidate* c;
+    int32_t first;
+    int32_t last;
+  };
+  std::vector<Stretch> stretches;
   for (const Candidate& c : ctx.analysis.candidates) {
-    if (plan.decisions[c.tensor].action == Action::kRecompute) {
-      recomputed.push_back(&c);
-    }
-  }
-  std::stable_sort(recomputed.begin(), recomputed.end(),
-                   [](const Candidate* x, const Candidate* y) {
-                     return x->recompute_ns > y->recompute_ns;
-                   });
-  bool changed = false;
-  for (const Candidate* c : recomputed) {
-    if (poller.Stop()) return absl::CancelledError("planning stopped");
-    const int64_t freed = dropped.freed_at[c->tensor];
-    const int64_t rebuilt = dropped.rebuilt_at[c->tensor];
-    // A tensor never rebuilt (no backward reader ran after it was dropped)
-    // has no stretch to keep it through.
+    if (plan.decisions[c.tensor].action != Action::kRecompute) continue;
+    const int64_t freed = dropped.freed_at[c.tensor];
+    const int64_t rebuilt = dropped.rebuilt_at[c.tensor];
     if (freed == DroppedStretches::kNotYet ||
         rebuilt == DroppedStretches::kNotYet) {
       continue;
     }
-    const int32_t lo = stretch_at(freed);
-    const int32_t hi = stretch_at(rebuilt - 1);
-    if (room.Min(lo, hi) < c->bytes) continue;
-    room.Add(lo, hi, -c->bytes);
-    plan.decisions[c->tensor].action = Action::kKeep;
+    stretches.push_back({&c, stretch_at(freed), stretch_at(rebuilt - 1)});
+  }
+  std::stable_sort(stretches.begin(), stretches.end(),
+                   [](const Stretch& x, const Stretch& y) {
+                     return x.c->recompute_ns > y.c->recompute_ns;
+                   });
+  // Only the stretches' ends matter: between two consecutive ends every
+  // sample gets the same charges, so one value (their least headroom)
+  // stands for them all, and the tree is as small as the stretches.
+  std::vector<int32_t> cuts = {0, static_cast<int32_t>(timeline.size())};
+  for (const Stretch& s : stretches) {
+    cuts.push_back(s.first);
+    cuts.push_back(s.last + 1);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<int64_t> headroom(cuts.size() - 1,
+                                std::numeric_limits<int64_t>::max());
+  for (size_t j = 0; j + 1 < cuts.size(); ++j) {
+    for (int32_t i = cuts[j]; i < cuts[j + 1]; ++i) {
+      headroom[j] = std::min(headroom[j],
+                             ctx.budget_bytes - timeline[i].activation_bytes);
+    }
+  }
+  auto segment = [&](int32_t sample) {  // the segment that starts at a cut
+    return static_cast<int32_t>(
+        std::lower_bound(cuts.begin(), cuts.end(), sample) - cuts.begin());
+  };
+  MinTree room(headroom);
+  bool changed = false;
+  for (const Stretch& s : stretches) {
+    if (poller.Stop()) return absl::CancelledError("planning stopped");
+    const int32_t lo = segment(s.first);
+    const int32_t hi = segment(s.last + 1) - 1;
+    if (room.Min(lo, hi) < s.c->bytes) continue;
+    room.Add(lo, hi, -s.c->bytes);
+    plan.decisions[s.c->tensor].action = Action::kKeep;
     changed = true;
   }
   return changed;
@@ -341,28 +425,42 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
   if (!judged.result.feasible || judged.result.recomputed_tensors == 0) {
     return judged;
   }
-  // Replay the plan for its memory over time and when each task ran.
-  SimOptions opts = ctx.Simulation();
-  opts.record_events = true;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      SimResult run, SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
-                                      judged.schedule, opts));
-  if (!run.feasible || run.timeline.empty()) {
-    return absl::InternalError(absl::StrCat(
-        "replaying a feasible plan gave ",
-        run.feasible ? "an empty memory timeline"
-                     : "an infeasible result: " + run.infeasible_reason));
+  // The plan's memory over time and when each task ran: traced when it was
+  // judged, or replayed.
+  std::shared_ptr<const Judged::Trace> trace = judged.trace;
+  if (trace == nullptr) {
+    SimOptions opts = ctx.Simulation();
+    opts.record_events = true;
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        SimResult run,
+        SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
+                         *judged.schedule, opts));
+    if (!run.feasible) {
+      return absl::InternalError(
+          absl::StrCat("replaying a feasible plan gave an infeasible result: ",
+                       run.infeasible_reason));
+    }
+    trace = std::make_shared<const Judged::Trace>(
+        Judged::Trace{std::move(run.events), std::move(run.timeline)});
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(DroppedStretches dropped,
-                             FindDroppedStretches(ctx, judged.schedule, run));
+  if (trace->timeline.empty()) {
+    return absl::InternalError(
+        "a feasible plan's run has an empty memory timeline");
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      DroppedStretches dropped,
+      FindDroppedStretches(ctx, *judged.schedule, trace->events));
   Plan plan = judged.plan;
   SLACKSWAP_ASSIGN_OR_RETURN(
       const bool changed,
-      KeepWhatFitsTheHeadroom(ctx, run.timeline, dropped, plan));
+      KeepWhatFitsTheHeadroom(ctx, trace->timeline, dropped, plan));
   if (!changed) return judged;
-  SLACKSWAP_ASSIGN_OR_RETURN(Judged pruned, JudgePlan(ctx, std::move(plan)));
-  if (pruned.result.feasible && Better(pruned.result, judged.result)) {
-    return pruned;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      std::optional<Judged> pruned,
+      JudgeUnlessBeaten(ctx, std::move(plan), judged.result));
+  if (pruned.has_value() && pruned->result.feasible &&
+      Better(pruned->result, judged.result)) {
+    return *std::move(pruned);
   }
   return judged;
 }
@@ -432,7 +530,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, int32_t>>> LatePrefetches(
   SLACKSWAP_ASSIGN_OR_RETURN(
       SimResult traced,
       SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
-                       judged.schedule, opts));
+                       *judged.schedule, opts));
   absl::flat_hash_map<int32_t, int64_t> arrival;
   for (const SimEvent& e : traced.events) {
     if (e.type == EventType::kPrefetch) arrival[e.index] = e.end_ns;
@@ -504,8 +602,12 @@ absl::StatusOr<Judged> RefineBySimulation(const PlanningContext& ctx,
     d.action = m.action;
     d.prefetch_after_op = kNone;
     ++trials;
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged tried, JudgePlan(ctx, std::move(plan)));
-    if (Better(tried.result, judged.result)) judged = std::move(tried);
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        std::optional<Judged> tried,
+        JudgeUnlessBeaten(ctx, std::move(plan), judged.result));
+    if (tried.has_value() && Better(tried->result, judged.result)) {
+      judged = *std::move(tried);
+    }
   }
   // Then prefetch points: the longest waits first, each prefetch issued as
   // much earlier as compute waited for it (the ideal timeline the points
@@ -517,7 +619,7 @@ absl::StatusOr<Judged> RefineBySimulation(const PlanningContext& ctx,
     if (!plan.has_value()) continue;
     ++trials;
     // The same actions: only the prefetches of the lowered plan change.
-    Schedule schedule = judged.schedule;
+    Schedule schedule = *judged.schedule;
     SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(ctx.graph, *plan, schedule));
     SLACKSWAP_ASSIGN_OR_RETURN(
         Judged tried,

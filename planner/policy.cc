@@ -1,12 +1,16 @@
 #include "planner/policy.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/format.h"
 #include "common/status_macros.h"
 #include "common/stop.h"
+#include "planner/internal/judge_memo.h"
 #include "planner/internal/plan_search.h"
 #include "planner/internal/policies.h"
 #include "planner/internal/slack.h"
@@ -61,22 +65,44 @@ absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
 
 std::vector<Move> CheapestRecomputeMoves(const StepAnalysis& a,
                                          const Plan& base) {
-  auto kept = [&](const Candidate& c) {
-    return base.decisions[c.tensor].action == Action::kKeep;
-  };
+  // OrderCandidates(a, kept, CheaperToRebuildPerByte), with each key
+  // computed once: every level of slackswap's search sorts them again.
+  std::vector<std::pair<double, int32_t>> kept;  // (ns per byte, tensor)
+  for (const Candidate& c : a.candidates) {
+    if (base.decisions[c.tensor].action == Action::kKeep) {
+      kept.push_back({RecomputeNsPerByte(c), c.tensor});
+    }
+  }
+  std::stable_sort(
+      kept.begin(), kept.end(),
+      [](const std::pair<double, int32_t>& x,
+         const std::pair<double, int32_t>& y) { return x.first < y.first; });
   std::vector<Move> moves;
-  for (const Candidate* c : OrderCandidates(a, kept, CheaperToRebuildPerByte)) {
-    moves.push_back({c->tensor, Action::kRecompute});
+  moves.reserve(kept.size());
+  for (const auto& [ns_per_byte, tensor] : kept) {
+    moves.push_back({tensor, Action::kRecompute});
   }
   return moves;
 }
 
 absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
                                                 const Plan& base) {
+  std::string key;
+  if (ctx.judge_memo != nullptr) {
+    key = JudgeMemo::Key(JudgeMemo::Kind::kRecomputeCheapestThatFit, base);
+    std::optional<Judged> known = ctx.judge_memo->Recall(ctx, key, base);
+    if (known.has_value()) return *std::move(known);
+  }
   SLACKSWAP_ASSIGN_OR_RETURN(
-      Judged fit, FewestMovesThatFit(
-                      ctx, base, CheapestRecomputeMoves(ctx.analysis, base)));
-  return KeepNeedlessRecomputes(ctx, std::move(fit));
+      Judged fit,
+      FewestMovesThatFit(ctx, base, CheapestRecomputeMoves(ctx.analysis, base),
+                         Tracing::kOn));
+  SLACKSWAP_ASSIGN_OR_RETURN(Judged kept,
+                             KeepNeedlessRecomputes(ctx, std::move(fit)));
+  if (ctx.judge_memo != nullptr) {
+    ctx.judge_memo->Remember(ctx, std::move(key), kept);
+  }
+  return kept;
 }
 
 absl::StatusOr<Judged> SwapLargestThatFit(const PlanningContext& ctx,
@@ -156,6 +182,10 @@ absl::StatusOr<const PolicyInfo*> FindPolicy(absl::string_view name) {
                    absl::StrJoin(PolicyNames(), ", "), ")"));
 }
 
+std::shared_ptr<JudgeMemo> NewJudgeMemo() {
+  return std::make_shared<JudgeMemo>();
+}
+
 SimOptions PlanningContext::Simulation(SimOptions report) const {
   report.budget_bytes = budget_bytes;
   report.should_stop = should_stop;
@@ -170,7 +200,17 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
     return absl::InvalidArgumentError(
         absl::StrCat("budget_bytes must be > 0, got ", ctx.budget_bytes));
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, info->create()->MakePlan(ctx));
+  std::optional<JudgeMemo> own_memo;
+  std::optional<PlanningContext> with_memo;
+  if (ctx.judge_memo == nullptr) {
+    with_memo.emplace(ctx);
+    with_memo->judge_memo = &own_memo.emplace();
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      Plan plan, info->create()->MakePlan(with_memo ? *with_memo : ctx));
+  if (own_memo && getenv("JDBG"))
+    fprintf(stderr, "MEMO %s hits %ld bytes %ld\n", info->name,
+            (long)own_memo->hits(), (long)own_memo->bytes());
   plan.policy = info->name;
   plan.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
   return plan;

@@ -28,6 +28,14 @@
 
 namespace slackswap {
 
+// Judgments one budget's policies share (planner/internal/judge_memo.h):
+// a plan judged by one is not lowered and simulated again by another.
+// It holds at most kJudgeMemoBytesPerGraphElement bytes per element of the
+// graph (op, tensor, input or output reference).
+class JudgeMemo;
+std::shared_ptr<JudgeMemo> NewJudgeMemo();
+inline constexpr int64_t kJudgeMemoBytesPerGraphElement = 256;
+
 // Everything a policy sees for one request. Immutable while planning.
 struct PlanningContext {
   const Graph& graph;
@@ -42,6 +50,9 @@ struct PlanningContext {
   // Plans this request's other policies made (slackswap starts from the best
   // of its own and these); may be null.
   const std::vector<Plan>* seeds = nullptr;
+  // Judgments made for this context, shared by the policies that see it
+  // (PlanWithPolicy makes one when null).
+  JudgeMemo* judge_memo = nullptr;
   // The optimal policy's MILP time limit, seconds.
   static constexpr double kDefaultOptimalTimeLimitS = 2;
   double optimal_time_limit_s = kDefaultOptimalTimeLimitS;

@@ -80,9 +80,11 @@ class SlackSwapPolicy : public Policy {
     for (Plan& other : others) {
       const std::string from = other.policy;
       other.proof.reset();  // what a solver proved of its plan is not ours
-      SLACKSWAP_ASSIGN_OR_RETURN(Judged j, JudgePlan(ctx, std::move(other)));
-      if (Better(j.result, best.result)) {
-        best = std::move(j);
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          std::optional<Judged> j,
+          JudgeUnlessBeaten(ctx, std::move(other), best.result));
+      if (j.has_value() && Better(j->result, best.result)) {
+        best = *std::move(j);
         why_swap = why_recompute =
             absl::StrCat("as in ", from, "'s plan, which simulated best");
       }

@@ -5,56 +5,69 @@
 
 namespace slackswap {
 
+// Bottom-up, without recursion: leaves at [n, 2n), node p's children at 2p
+// and 2p + 1. min_[p] is the minimum under p including the adds pending at
+// p itself; pending_[p] (internal nodes) is what p has yet to hand down.
 MinTree::MinTree(const std::vector<int64_t>& values)
     : n_(static_cast<int32_t>(values.size())),
-      min_(4 * std::max(1, n_), 0),
-      add_(4 * std::max(1, n_), 0) {
-  if (n_ > 0) Build(1, 0, n_ - 1, values);
+      min_(2 * static_cast<size_t>(std::max(1, n_)), 0),
+      pending_(static_cast<size_t>(std::max(1, n_)), 0) {
+  while ((int32_t{1} << height_) < n_) ++height_;
+  for (int32_t i = 0; i < n_; ++i) min_[n_ + i] = values[i];
+  for (int32_t p = n_ - 1; p > 0; --p) {
+    min_[p] = std::min(min_[2 * p], min_[2 * p + 1]);
+  }
+}
+
+void MinTree::Apply(int32_t p, int64_t v) {
+  min_[p] += v;
+  if (p < n_) pending_[p] += v;
+}
+
+void MinTree::Rebuild(int32_t p) {
+  while (p > 1) {
+    p >>= 1;
+    min_[p] = std::min(min_[2 * p], min_[2 * p + 1]) + pending_[p];
+  }
+}
+
+void MinTree::Push(int32_t p) {
+  for (int32_t s = height_; s > 0; --s) {
+    const int32_t i = p >> s;
+    if (i > 0 && pending_[i] != 0) {
+      Apply(2 * i, pending_[i]);
+      Apply(2 * i + 1, pending_[i]);
+      pending_[i] = 0;
+    }
+  }
 }
 
 void MinTree::Add(int32_t lo, int32_t hi, int64_t v) {
-  if (lo <= hi) Add(1, 0, n_ - 1, lo, hi, v);
-}
-
-int64_t MinTree::Min(int32_t lo, int32_t hi) const {
-  if (lo > hi) return std::numeric_limits<int64_t>::max();
-  return Min(1, 0, n_ - 1, lo, hi);
-}
-
-void MinTree::Build(int32_t node, int32_t l, int32_t r,
-                    const std::vector<int64_t>& v) {
-  if (l == r) {
-    min_[node] = v[l];
-    return;
+  if (lo > hi) return;
+  int32_t l = lo + n_;
+  int32_t r = hi + 1 + n_;
+  const int32_t l0 = l;
+  const int32_t r0 = r;
+  for (; l < r; l >>= 1, r >>= 1) {
+    if (l & 1) Apply(l++, v);
+    if (r & 1) Apply(--r, v);
   }
-  const int32_t m = (l + r) / 2;
-  Build(2 * node, l, m, v);
-  Build(2 * node + 1, m + 1, r, v);
-  min_[node] = std::min(min_[2 * node], min_[2 * node + 1]);
+  Rebuild(l0);
+  Rebuild(r0 - 1);
 }
 
-void MinTree::Add(int32_t node, int32_t l, int32_t r, int32_t lo, int32_t hi,
-                  int64_t v) {
-  if (hi < l || r < lo) return;
-  if (lo <= l && r <= hi) {
-    min_[node] += v;
-    add_[node] += v;
-    return;
+int64_t MinTree::Min(int32_t lo, int32_t hi) {
+  int64_t best = std::numeric_limits<int64_t>::max();
+  if (lo > hi) return best;
+  int32_t l = lo + n_;
+  int32_t r = hi + 1 + n_;
+  Push(l);
+  Push(r - 1);
+  for (; l < r; l >>= 1, r >>= 1) {
+    if (l & 1) best = std::min(best, min_[l++]);
+    if (r & 1) best = std::min(best, min_[--r]);
   }
-  const int32_t m = (l + r) / 2;
-  Add(2 * node, l, m, lo, hi, v);
-  Add(2 * node + 1, m + 1, r, lo, hi, v);
-  min_[node] = std::min(min_[2 * node], min_[2 * node + 1]) + add_[node];
-}
-
-int64_t MinTree::Min(int32_t node, int32_t l, int32_t r, int32_t lo,
-                     int32_t hi) const {
-  if (hi < l || r < lo) return std::numeric_limits<int64_t>::max();
-  if (lo <= l && r <= hi) return min_[node];
-  const int32_t m = (l + r) / 2;
-  return std::min(Min(2 * node, l, m, lo, hi),
-                  Min(2 * node + 1, m + 1, r, lo, hi)) +
-         add_[node];
+  return best;
 }
 
 SlackFiller::SlackFiller(const StepAnalysis& a, int64_t swap_out_deadline_ns)

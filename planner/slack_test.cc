@@ -1,5 +1,10 @@
 #include "planner/internal/slack.h"
 
+#include <algorithm>
+#include <random>
+#include <utility>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "testing/graph_builder.h"
 
@@ -18,6 +23,32 @@ TEST(MinTreeTest, RangeAddAndMinimum) {
   t.Add(1, 3, 10);  // 1 9 18 16
   EXPECT_EQ(t.Min(1, 3), 9);
   EXPECT_EQ(t.Min(0, 0), 1);
+}
+
+// Against a plain array, on every size up to 40 (powers of two and not):
+// random range adds and range minimums agree.
+TEST(MinTreeTest, AgreesWithAPlainArray) {
+  std::mt19937 rng(7);
+  for (int n = 1; n <= 40; ++n) {
+    std::vector<int64_t> plain(n);
+    for (int64_t& v : plain) v = static_cast<int64_t>(rng() % 1000) - 500;
+    MinTree tree(plain);
+    for (int step = 0; step < 200; ++step) {
+      int32_t lo = static_cast<int32_t>(rng() % n);
+      int32_t hi = static_cast<int32_t>(rng() % n);
+      if (lo > hi) std::swap(lo, hi);
+      if (rng() % 2 == 0) {
+        const int64_t v = static_cast<int64_t>(rng() % 200) - 100;
+        tree.Add(lo, hi, v);
+        for (int32_t i = lo; i <= hi; ++i) plain[i] += v;
+      } else {
+        const int64_t want =
+            *std::min_element(plain.begin() + lo, plain.begin() + hi + 1);
+        ASSERT_EQ(tree.Min(lo, hi), want)
+            << "n=" << n << " [" << lo << ", " << hi << "] at step " << step;
+      }
+    }
+  }
 }
 
 // Three 1000-byte tensors made back to back, then 2500 ns of forward

@@ -1,6 +1,7 @@
 #include "sim/schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 #include <utility>
 
@@ -26,6 +27,61 @@ TaskLists BuildLists(const std::vector<TaskItem>& items, int32_t num_tasks) {
   for (const TaskItem& it : items) lists.items[fill[it.first]++] = it.second;
   return lists;
 }
+
+// The lists a task's lowering fills in task order: each item belongs to the
+// task made last, so they need no sort (frees do not: see
+// Lowerer::FlushFrees). Where each task's items begin is recorded once per
+// task for all four.
+class InOrderLists {
+ public:
+  enum List { kWaits, kAllocs, kSwapOuts, kForwardDone, kLists };
+
+  void Reserve(size_t tasks, size_t allocs) {
+    starts_.reserve(tasks);
+    items_[kAllocs].reserve(allocs);
+  }
+  void OpenTask() {
+    starts_.push_back({static_cast<int32_t>(items_[kWaits].size()),
+                       static_cast<int32_t>(items_[kAllocs].size()),
+                       static_cast<int32_t>(items_[kSwapOuts].size()),
+                       static_cast<int32_t>(items_[kForwardDone].size())});
+  }
+  void Add(List list, int32_t item) { items_[list].push_back(item); }
+  TaskLists Finish(List list) {
+    TaskLists out;
+    out.offsets.resize(starts_.size() + 1);
+    for (size_t i = 0; i < starts_.size(); ++i) {
+      out.offsets[i] = starts_[i][list];
+    }
+    out.offsets.back() = static_cast<int32_t>(items_[list].size());
+    out.items = std::move(items_[list]);
+    return out;
+  }
+
+ private:
+  std::vector<std::array<int32_t, kLists>> starts_;
+  std::vector<int32_t> items_[kLists];
+};
+
+// Frees, filled task by task when an op's tasks are all made.
+class ListBuilder {
+ public:
+  void Reserve(size_t tasks, size_t items) {
+    lists_.offsets.reserve(tasks + 1);
+    lists_.items.reserve(items);
+  }
+  void OpenTask() {
+    lists_.offsets.push_back(static_cast<int32_t>(lists_.items.size()));
+  }
+  void Add(int32_t item) { lists_.items.push_back(item); }
+  TaskLists Finish() {
+    lists_.offsets.push_back(static_cast<int32_t>(lists_.items.size()));
+    return std::move(lists_);
+  }
+
+ private:
+  TaskLists lists_;
+};
 
 // Where a tensor is, as the lowering walks the launch order.
 enum class Where : uint8_t {
@@ -69,7 +125,7 @@ class Lowerer {
         poller_(limits_.should_stop) {}
 
   absl::StatusOr<Schedule> Run() {
-    absl::Status s = CheckPlan();
+    absl::Status s = ReadPlan();
     if (!s.ok()) return s;
 
     const int32_t num_tensors = static_cast<int32_t>(g_.tensors.size());
@@ -82,35 +138,42 @@ class Lowerer {
     for (int32_t t = 0; t < num_tensors; ++t) {
       if (idx_.producer[t] == kNone) where_[t] = Where::kStatic;
     }
-    out_.swapped_tensors = plan_.CountAction(Action::kSwap);
-    out_.recomputed_tensors = plan_.CountAction(Action::kRecompute);
     out_.tasks.reserve(num_ops);
+    // Enough for a plan without recomputes; more tasks grow them.
+    lists_.Reserve(num_ops, num_tensors);
+    frees_.Reserve(num_ops, num_tensors);
     last_reader_op_.assign(num_tensors, kNone);
     for (int32_t o = 0; o < num_ops; ++o) {
       SLACKSWAP_RETURN_IF_ERROR(LowerOp(o));
     }
 
-    const int32_t num_tasks = static_cast<int32_t>(out_.tasks.size());
-    out_.waits = BuildLists(waits_, num_tasks);
-    out_.allocs = BuildLists(allocs_, num_tasks);
-    out_.frees = BuildLists(frees_, num_tasks);
-    out_.swap_outs = BuildLists(swap_outs_, num_tasks);
-    out_.forward_done = BuildLists(forward_done_, num_tasks);
-    out_.prefetches = BuildLists({}, num_tasks);
+    out_.waits = lists_.Finish(InOrderLists::kWaits);
+    out_.allocs = lists_.Finish(InOrderLists::kAllocs);
+    out_.frees = frees_.Finish();
+    out_.swap_outs = lists_.Finish(InOrderLists::kSwapOuts);
+    out_.forward_done = lists_.Finish(InOrderLists::kForwardDone);
+    out_.prefetches.offsets.assign(out_.tasks.size() + 1, 0);
     return std::move(out_);
   }
 
  private:
-  absl::Status CheckPlan() const {
+  // Checks the plan against the graph and copies its actions into actions_:
+  // the lowering reads them for every tensor it touches, and a Decision is a
+  // cache line of which they are one byte.
+  absl::Status ReadPlan() {
     if (plan_.decisions.size() != g_.tensors.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "plan has ", plan_.decisions.size(), " decisions for a graph of ",
           g_.tensors.size(), " tensors"));
     }
+    actions_.resize(plan_.decisions.size());
     for (size_t i = 0; i < plan_.decisions.size(); ++i) {
       const int32_t t = static_cast<int32_t>(i);
       const Decision& d = plan_.decisions[t];
+      actions_[t] = d.action;
       if (d.action == Action::kKeep) continue;
+      ++(d.action == Action::kSwap ? out_.swapped_tensors
+                                   : out_.recomputed_tensors);
       if (!idx_.is_saved[t]) {
         return absl::InvalidArgumentError(
             absl::StrCat("decision for ", g_.TensorLabel(t),
@@ -122,10 +185,11 @@ class Lowerer {
     return absl::OkStatus();
   }
 
-  Action ActionOf(int32_t t) const { return plan_.decisions[t].action; }
+  Action ActionOf(int32_t t) const { return actions_[t]; }
 
   int32_t NewTask(Task task) {
     out_.tasks.push_back(task);
+    lists_.OpenTask();
     return static_cast<int32_t>(out_.tasks.size()) - 1;
   }
 
@@ -136,9 +200,15 @@ class Lowerer {
   absl::StatusOr<int32_t> EmitReading(const TensorIds& inputs,
                                       const Task& task) {
     // A member, so that its capacity is reused from op to op.
+    restored_.clear();
+    // Most tasks read nothing dropped: no chain to walk.
+    if (std::none_of(inputs.begin(), inputs.end(), [&](int32_t in) {
+          return where_[in] == Where::kDropped;
+        })) {
+      return Emit(Reading{&inputs, task});
+    }
     std::vector<Reading>& stack = reading_stack_;
     stack.clear();
-    restored_.clear();
     stack.push_back(Reading{&inputs, task});
     while (true) {
       Reading& top = stack.back();
@@ -207,7 +277,7 @@ class Lowerer {
     const int32_t id = NewTask(r.task);
     for (int32_t in : *r.inputs) {
       if (where_[in] == Where::kOnHost) {
-        waits_.push_back({id, in});
+        lists_.Add(InOrderLists::kWaits, in);
         if (out_.first_need[in] == kNone) out_.first_need[in] = id;
         where_[in] = Where::kLive;
       } else if (where_[in] == Where::kTemp) {
@@ -216,7 +286,7 @@ class Lowerer {
     }
     for (size_t i = r.restored_begin; i < r.restored_end; ++i) {
       const int32_t t = restored_[i];
-      allocs_.push_back({id, t});
+      lists_.Add(InOrderLists::kAllocs, t);
       // A saved tensor lives until its last use; anything else (or a saved
       // tensor needed again after its last use) only for this chain.
       if (idx_.is_saved[t] && idx_.last_use[t] >= current_op_) {
@@ -259,6 +329,7 @@ class Lowerer {
     task.op = o;
     task.duration_ns = d_.op_ns[o];
     task.workspace_bytes = op.workspace_bytes;
+    const int32_t group_begin = static_cast<int32_t>(out_.tasks.size());
     SLACKSWAP_ASSIGN_OR_RETURN(const int32_t id, EmitReading(op.inputs, task));
     out_.task_of_op[o] = id;
 
@@ -268,33 +339,59 @@ class Lowerer {
       last_reader_op_[in] = o;
       if (where_[in] == Where::kStatic) continue;
       if (idx_.last_use[in] == o) {
-        frees_.push_back({id, in});
+        group_frees_.push_back({id, in});
         where_[in] = Where::kDropped;
       } else if (idx_.is_saved[in] && idx_.last_fwd_use[in] == o) {
         ReleaseAfterForward(id, in);
       }
     }
     for (int32_t out : op.outputs) {
-      allocs_.push_back({id, out});
+      lists_.Add(InOrderLists::kAllocs, out);
       where_[out] = Where::kLive;
       if (idx_.is_saved[out] && ActionOf(out) == Action::kSwap) {
-        swap_outs_.push_back({id, out});
+        lists_.Add(InOrderLists::kSwapOuts, out);
       }
       if (idx_.last_use[out] == kNone) {
-        frees_.push_back({id, out});
+        group_frees_.push_back({id, out});
         where_[out] = Where::kDropped;
       } else if (idx_.is_saved[out] && idx_.last_fwd_use[out] == kNone) {
         ReleaseAfterForward(kNone, out);
-        if (ActionOf(out) == Action::kRecompute) frees_.push_back({id, out});
+        if (ActionOf(out) == Action::kRecompute) {
+          group_frees_.push_back({id, out});
+        }
       }
     }
 
     for (int32_t t : temps_) {
-      frees_.push_back({temp_last_reader_[t], t});
+      group_frees_.push_back({temp_last_reader_[t], t});
       where_[t] = Where::kDropped;
     }
     temps_.clear();
+    FlushFrees(group_begin);
     return absl::OkStatus();
+  }
+
+  // Frees are the one list not recorded in task order: a chain's temporary
+  // is freed by its last reader, found only once the op's tasks are all
+  // made. They all belong to the tasks made for one op, [group_begin, end):
+  // each of those gets its frees in the order they were recorded.
+  void FlushFrees(int32_t group_begin) {
+    auto by_task = [](const TaskItem& x, const TaskItem& y) {
+      return x.first < y.first;
+    };
+    // Nearly always in order already (one task, no chain).
+    if (!std::is_sorted(group_frees_.begin(), group_frees_.end(), by_task)) {
+      std::stable_sort(group_frees_.begin(), group_frees_.end(), by_task);
+    }
+    size_t i = 0;
+    const int32_t end = static_cast<int32_t>(out_.tasks.size());
+    for (int32_t task = group_begin; task < end; ++task) {
+      frees_.OpenTask();
+      for (; i < group_frees_.size() && group_frees_[i].first == task; ++i) {
+        frees_.Add(group_frees_[i].second);
+      }
+    }
+    group_frees_.clear();
   }
 
   // The forward pass is done with saved tensor t at task `id` (kNone: it had
@@ -304,11 +401,11 @@ class Lowerer {
       case Action::kKeep:
         break;
       case Action::kRecompute:
-        if (id != kNone) frees_.push_back({id, t});
+        if (id != kNone) group_frees_.push_back({id, t});
         where_[t] = Where::kDropped;
         break;
       case Action::kSwap:
-        if (id != kNone) forward_done_.push_back({id, t});
+        if (id != kNone) lists_.Add(InOrderLists::kForwardDone, t);
         where_[t] = Where::kOnHost;
         break;
     }
@@ -322,6 +419,7 @@ class Lowerer {
   StopPoller poller_;
 
   Schedule out_;
+  std::vector<Action> actions_;  // the plan's, by tensor
   std::vector<Where> where_;
   std::vector<int32_t> temp_last_reader_;
   std::vector<int32_t> temps_;
@@ -331,7 +429,9 @@ class Lowerer {
   // Per tensor: the last op whose inputs released it (inputs listed twice).
   std::vector<int32_t> last_reader_op_;
   int64_t recompute_tasks_ = 0;
-  std::vector<TaskItem> waits_, allocs_, frees_, swap_outs_, forward_done_;
+  InOrderLists lists_;
+  ListBuilder frees_;
+  std::vector<TaskItem> group_frees_;  // the current op's; see FlushFrees
 };
 
 }  // namespace

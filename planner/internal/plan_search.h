@@ -7,6 +7,7 @@
 #define SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -33,12 +34,34 @@ absl::StatusOr<Schedule> AssignPrefetchPoints(const PlanningContext& ctx,
 struct Judged {
   Plan plan;
   // What was simulated: `plan` lowered, for replays that record more.
-  Schedule schedule;
+  // Shared: judged plans are copied and remembered often, and never change
+  // once lowered.
+  std::shared_ptr<const Schedule> schedule;
+  // The verdict, without events or timeline.
   SimResult result;
+  // What a traced judgment recorded of the run: every event, and the whole
+  // memory timeline; null otherwise.
+  struct Trace {
+    std::vector<SimEvent> events;
+    std::vector<MemorySample> timeline;
+  };
+  std::shared_ptr<const Trace> trace;
 };
 
-// Assigns prefetch points and simulates under the budget (no timeline).
-absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan);
+// Whether a judgment records the run's trace: KeepNeedlessRecomputes reads
+// it, and recording it while judging costs less than replaying the plan.
+enum class Tracing : bool { kOff, kOn };
+
+// Assigns prefetch points and simulates under the budget.
+absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan,
+                                 Tracing tracing = Tracing::kOff);
+
+// JudgePlan, unless `plan` provably cannot beat `best`: when best is
+// feasible and the compute tasks of `plan` lowered take longer in all than
+// best's step (one stream runs them one after another, so no step of the
+// plan is shorter), nothing is simulated and nullopt comes back.
+absl::StatusOr<std::optional<Judged>> JudgeUnlessBeaten(
+    const PlanningContext& ctx, Plan plan, const SimResult& best);
 
 // True if a beats b: feasible first, then the shorter step, then fewer
 // bytes moved over the link, then less recompute, then the lower activation
@@ -54,9 +77,11 @@ struct Move {
 // fits the budget: from the fewest moves that free enough bytes, gallops up,
 // then bisects, assuming feasibility is monotone over that useful prefix.
 // If even all moves do not fit, returns the all-moves plan, infeasible.
+// Each judgment is traced as `tracing` says.
 absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
-                                          const std::vector<Move>& moves);
+                                          const std::vector<Move>& moves,
+                                          Tracing tracing = Tracing::kOff);
 
 // Keeps, instead of recomputing, the recomputed tensors of `judged.plan`
 // whose memory the budget turns out not to need: replaying the plan, a

@@ -34,18 +34,19 @@ class MinTree {
   explicit MinTree(const std::vector<int64_t>& values);
   // Adds v to [lo, hi].
   void Add(int32_t lo, int32_t hi, int64_t v);
-  // Minimum over [lo, hi]; INT64_MAX when empty.
-  int64_t Min(int32_t lo, int32_t hi) const;
+  // Minimum over [lo, hi]; INT64_MAX when empty. Not const: it hands
+  // pending adds down the two paths it reads.
+  int64_t Min(int32_t lo, int32_t hi);
 
  private:
-  void Build(int32_t node, int32_t l, int32_t r, const std::vector<int64_t>& v);
-  void Add(int32_t node, int32_t l, int32_t r, int32_t lo, int32_t hi,
-           int64_t v);
-  int64_t Min(int32_t node, int32_t l, int32_t r, int32_t lo, int32_t hi) const;
+  void Apply(int32_t p, int64_t v);
+  void Rebuild(int32_t p);
+  void Push(int32_t p);
 
   int32_t n_ = 0;
+  int32_t height_ = 0;
   std::vector<int64_t> min_;
-  std::vector<int64_t> add_;
+  std::vector<int64_t> pending_;
 };
 
 class SlackFiller {
