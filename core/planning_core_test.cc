@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -243,6 +244,46 @@ TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
   s = core.SweepBudgets(req, {},
                         [](const v1::SweepResponse&) { return false; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
+}
+
+// A sweep solves each budget's bound from the last budget's model and
+// basis; each is the bound a plan request at that budget gets, built and
+// solved on its own.
+TEST(PlanningCoreTest, ASweepsBoundsAreThePlansBounds) {
+  PlanningCore core{CoreLimits{}};
+  v1::SweepRequest req;
+  *req.mutable_step() = Gpt2Request().step();
+  req.set_from(0.1);
+  req.set_to(1.0);
+  req.set_step_fraction(0.15);
+  req.add_policies("slackswap");
+  req.set_include_bound(true);
+  std::vector<std::pair<double, double>> bounds;  // fraction, bound
+  ASSERT_TRUE(core.SweepBudgets(req, {},
+                                [&](const v1::SweepResponse& r) {
+                                  if (r.has_point()) {
+                                    EXPECT_TRUE(r.point().has_bound_retained())
+                                        << r.point().unavailable();
+                                    bounds.push_back(
+                                        {r.point().budget_fraction(),
+                                         r.point().bound_retained()});
+                                  }
+                                  return true;
+                                })
+                  .ok());
+  ASSERT_EQ(bounds.size(), 7);  // 0.1, 0.25, ..., 1.0
+  for (const auto& [fraction, bound] : bounds) {
+    SCOPED_TRACE(fraction);
+    v1::PlanRequest plan = Gpt2Request();
+    plan.set_budget_fraction(fraction);
+    plan.add_policies("slackswap");
+    plan.set_include_bound(true);
+    absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(plan, {});
+    ASSERT_TRUE(resp.ok()) << resp.status();
+    ASSERT_TRUE(resp->report().has_bound_retained());
+    EXPECT_EQ(resp->report().bound_retained(), bound);
+  }
+  EXPECT_LT(bounds.front().second, 1);  // the LP ran there
 }
 
 // A sweep run unit by unit, with pauses between units, sends what the whole

@@ -113,10 +113,13 @@ const Plan* PolicyRound::BoundStart() const {
 
 absl::StatusOr<std::optional<double>> Bound(const PlanningContext& ctx,
                                             const Plan* start,
-                                            std::string* unavailable) {
+                                            std::string* unavailable,
+                                            BoundSweep* sweep) {
   RelaxationOptions options;
   options.start = start;
-  absl::StatusOr<Relaxation> b = SolveRelaxation(ctx, options);
+  absl::StatusOr<Relaxation> b = sweep != nullptr
+                                     ? sweep->Solve(ctx.budget_bytes, options)
+                                     : SolveRelaxation(ctx, options);
   if (!b.ok()) {
     if (absl::IsCancelled(b.status())) return b.status();
     *unavailable = std::string(b.status().message());

@@ -30,6 +30,7 @@
 #include "model/plan.h"
 #include "planner/budget_search.h"
 #include "planner/policy.h"
+#include "planner/relaxation.h"
 #include "sim/simulator.h"
 #include "slackswap/v1/simulation.pb.h"
 
@@ -136,9 +137,12 @@ class PolicyRound {
 // The LP bound at ctx's budget: the retained share no plan beats, or why
 // there is none in `unavailable` (never a made-up value). CANCELLED passes
 // through. `start` (may be null): a plan for the solver to start from.
+// `sweep` (may be null): solved there, from the last budget's model and
+// basis (for a sweep's budgets, in order; REQUIRES: made for ctx's step).
 absl::StatusOr<std::optional<double>> Bound(const PlanningContext& ctx,
                                             const Plan* start,
-                                            std::string* unavailable);
+                                            std::string* unavailable,
+                                            BoundSweep* sweep = nullptr);
 
 // Keeping every activation, simulated with `device` and no budget, no
 // timeline.

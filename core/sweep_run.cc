@@ -17,6 +17,7 @@
 #include "core/request_convert.h"
 #include "model/budget.h"
 #include "planner/analysis.h"
+#include "planner/relaxation.h"
 #include "planner/version.h"
 
 namespace slackswap {
@@ -135,10 +136,11 @@ absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
 using Emit = std::function<absl::Status(const v1::SweepResponse&)>;
 
 // Every policy's point at budget fraction `f`, each emitted as soon as it
-// is computed (after the bound, when asked for), and added to `points`.
+// is computed (after the bound, when asked for, solved in `bounds`), and
+// added to `points`.
 absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
-                     double f, std::vector<v1::SweepPoint>& points,
-                     const Emit& emit) {
+                     double f, BoundSweep* bounds,
+                     std::vector<v1::SweepPoint>& points, const Emit& emit) {
   const int64_t peak = spec.step.graph.index.saved_bytes;
   const int64_t budget = Budget::Fraction(f).Resolve(peak);
   PolicyRound round;
@@ -153,7 +155,7 @@ absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
     PlanningContext at = runner.ctx;
     at.budget_bytes = budget;
     SLACKSWAP_ASSIGN_OR_RETURN(
-        bound, Bound(at, round.BoundStart(), &bound_unavailable));
+        bound, Bound(at, round.BoundStart(), &bound_unavailable, bounds));
   }
   for (const PolicyRound::Entry& e : round.entries()) {
     v1::SweepResponse msg;
@@ -231,7 +233,10 @@ absl::Status PolicyMinimum(const PlanningContext& ctx, const PolicyInfo& policy,
 }
 
 // A sweep's state between units: the resolved request, its analysis and
-// context (which refer to them: never moved), and the points so far.
+// context (which refer to them: never moved), the points so far, and,
+// while they are computed, the bound's model, kept from one budget to the
+// next (the fractions ascend: each budget's LP starts from the last one's
+// optimum).
 class SweepRunImpl : public SweepRun {
  public:
   SweepRunImpl(SweepSpec spec, StepAnalysis analysis, const StopFn& stop,
@@ -244,6 +249,7 @@ class SweepRunImpl : public SweepRun {
     ctx_.explain = false;  // sweep points carry no plans
     ctx_.optimal_time_limit_s = spec_.optimal_time_limit_s;
     ctx_.max_recompute_tasks = max_recompute_tasks;
+    if (spec_.include_bound) bounds_.emplace(ctx_);
     Settle();
   }
   SweepRunImpl(const SweepRunImpl&) = delete;
@@ -262,7 +268,8 @@ class SweepRunImpl : public SweepRun {
     switch (phase_) {
       case Phase::kPoints:
         SLACKSWAP_RETURN_IF_ERROR(
-            SweepAt(spec_, runner_, spec_.fractions[index_], points_, send));
+            SweepAt(spec_, runner_, spec_.fractions[index_],
+                    bounds_ ? &*bounds_ : nullptr, points_, send));
         break;
       case Phase::kTargets:
         SLACKSWAP_RETURN_IF_ERROR(TargetAnswer(
@@ -289,6 +296,7 @@ class SweepRunImpl : public SweepRun {
     while (phase_ != Phase::kDone) {
       if (phase_ == Phase::kPoints) {
         if (index_ < spec_.fractions.size()) return;
+        bounds_.reset();  // the last budget's bound is done
       } else if (index_ < spec_.policies.size()) {
         const PolicyInfo& p = *spec_.policies[index_];
         if (phase_ == Phase::kTargets ? AsksTarget(spec_, p)
@@ -314,6 +322,7 @@ class SweepRunImpl : public SweepRun {
   Phase phase_ = Phase::kPoints;
   size_t index_ = 0;
   std::vector<v1::SweepPoint> points_;
+  std::optional<BoundSweep> bounds_;
 };
 
 }  // namespace

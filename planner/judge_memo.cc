@@ -109,4 +109,29 @@ void JudgeMemo::Remember(const PlanningContext& ctx, std::string key,
   if (entries_.emplace(std::move(key), std::move(e)).second) bytes_ += size;
 }
 
+std::optional<Plan> JudgeMemo::RecallPlan(const PlanningContext& ctx,
+                                          absl::string_view name) {
+  if (!Serves(ctx)) return std::nullopt;
+  auto it = plans_.find(name);
+  if (it == plans_.end() || (ctx.explain && !it->second.explained)) {
+    return std::nullopt;
+  }
+  ++plan_hits_;
+  Plan plan = it->second.plan;
+  if (!ctx.explain) {
+    for (Decision& d : plan.decisions) d.reason.clear();
+  }
+  return plan;
+}
+
+void JudgeMemo::RememberPlan(const PlanningContext& ctx, absl::string_view name,
+                             const Plan& plan) {
+  // Not counted against the cap: one plan per policy, as many as the
+  // round's seeds already hold.
+  if (!Serves(ctx)) return;
+  Made& made = plans_[name];
+  if (made.explained && !ctx.explain) return;  // the explained one serves all
+  made = Made{ctx.explain, plan};
+}
+
 }  // namespace slackswap

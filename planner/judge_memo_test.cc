@@ -166,6 +166,75 @@ TEST(JudgeMemoTest, PlansAreTheSameWithoutIt) {
   }
 }
 
+// A round's policies sharing one memo and their seeds, as the core runs
+// them (slackswap last, judging and running the others again), plan what
+// each plans alone, with reasons and without.
+TEST(JudgeMemoTest, ARoundSharingOnePlansWhatEachPlansAlone) {
+  for (uint32_t seed = 30; seed < 36; ++seed) {
+    const Step s = MakeStep(seed);
+    for (bool explain : {true, false}) {
+      SCOPED_TRACE(absl::StrCat("seed ", seed, explain ? ", reasons" : ""));
+      JudgeMemo memo;
+      std::vector<Plan> seeds;
+      std::vector<Plan> alone_seeds;
+      for (const std::string& policy : DefaultPolicyNames()) {
+        PlanningContext shared = Context(s, 0.4);
+        shared.explain = explain;
+        shared.seeds = &seeds;
+        shared.judge_memo = &memo;
+        PlanningContext alone = Context(s, 0.4);
+        alone.explain = explain;
+        alone.seeds = &alone_seeds;
+        absl::StatusOr<Plan> a = PlanWithPolicy(policy, shared);
+        absl::StatusOr<Plan> b = PlanWithPolicy(policy, alone);
+        ASSERT_TRUE(a.ok()) << a.status();
+        ASSERT_TRUE(b.ok()) << b.status();
+        ASSERT_EQ(a->decisions.size(), b->decisions.size());
+        for (size_t t = 0; t < a->decisions.size(); ++t) {
+          EXPECT_EQ(a->decisions[t].action, b->decisions[t].action);
+          EXPECT_EQ(a->decisions[t].prefetch_after_op,
+                    b->decisions[t].prefetch_after_op);
+          EXPECT_EQ(a->decisions[t].reason, b->decisions[t].reason);
+          EXPECT_EQ(a->decisions[t].recompute_ns, b->decisions[t].recompute_ns);
+        }
+        EXPECT_EQ(a->policy, policy);
+        if (policy != "ideal") {
+          seeds.push_back(*a);
+          alone_seeds.push_back(*b);
+        }
+      }
+      // slackswap ran the three baselines again: each came from the memo.
+      EXPECT_GE(memo.plan_hits(), 3);
+    }
+  }
+}
+
+// A plan made with reasons serves a context without them, reasons cleared;
+// one made without does not serve a context that wants them.
+TEST(JudgeMemoTest, AnExplainedPlanServesAQuietContext) {
+  const Step s = MakeStep(40);
+  JudgeMemo memo;
+  PlanningContext loud = Context(s, 0.5);
+  loud.judge_memo = &memo;
+  PlanningContext quiet = loud;
+  quiet.explain = false;
+  ASSERT_TRUE(PlanWithPolicy("capuchin", quiet).ok());
+  EXPECT_EQ(memo.plan_hits(), 0);
+  absl::StatusOr<Plan> explained = PlanWithPolicy("capuchin", loud);
+  ASSERT_TRUE(explained.ok());
+  EXPECT_EQ(memo.plan_hits(), 0);  // the quiet plan has no reasons to give
+  absl::StatusOr<Plan> recalled = PlanWithPolicy("capuchin", quiet);
+  ASSERT_TRUE(recalled.ok());
+  EXPECT_EQ(memo.plan_hits(), 1);
+  bool any_reason = false;
+  for (size_t t = 0; t < explained->decisions.size(); ++t) {
+    any_reason |= !explained->decisions[t].reason.empty();
+    EXPECT_TRUE(recalled->decisions[t].reason.empty());
+    EXPECT_EQ(recalled->decisions[t].action, explained->decisions[t].action);
+  }
+  EXPECT_TRUE(any_reason);
+}
+
 // Pruned only when provably beaten: a plan whose compute alone outlasts the
 // best step is not simulated; against a slower (or infeasible) best it is.
 TEST(JudgeUnlessBeatenTest, SkipsOnlyWhatCannotWin) {

@@ -149,12 +149,15 @@ const std::vector<PolicyInfo>& PolicyRegistry() {
            "the planning model's integer optimum (COIN-OR CBC, time-limited), "
            "judged and polished by simulation",
            false, &NewOptimalPolicy, 4.0, /*in_default_set=*/false,
-           /*may_be_unavailable=*/true, /*uses_solver_time=*/true},
+           /*may_be_unavailable=*/true, /*uses_solver_time=*/true,
+           /*same_plan_every_time=*/false},
           {"slackswap",
            "fills the hidden-transfer slack with the swaps most expensive to "
            "rebuild, recomputes the rest, then the best of every heuristic's "
            "plan, polished by simulation",
-           false, &NewSlackSwapPolicy, 1.0},
+           false, &NewSlackSwapPolicy, 1.0, /*in_default_set=*/true,
+           /*may_be_unavailable=*/false, /*uses_solver_time=*/false,
+           /*same_plan_every_time=*/false},
       };
   return *registry;
 }
@@ -206,13 +209,19 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
     with_memo.emplace(ctx);
     with_memo->judge_memo = &own_memo.emplace();
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      Plan plan, info->create()->MakePlan(with_memo ? *with_memo : ctx));
-  if (own_memo && getenv("JDBG"))
-    fprintf(stderr, "MEMO %s hits %ld bytes %ld\n", info->name,
-            (long)own_memo->hits(), (long)own_memo->bytes());
+  const PlanningContext& planning = with_memo ? *with_memo : ctx;
+  // A baseline slackswap runs again after the round ran it.
+  if (info->same_plan_every_time) {
+    std::optional<Plan> known = planning.judge_memo->RecallPlan(planning, name);
+    if (known.has_value()) return *std::move(known);
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, info->create()->MakePlan(planning));
   plan.policy = info->name;
   plan.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
+  // Only a memo that outlives this call can serve the plan again.
+  if (info->same_plan_every_time && !own_memo.has_value()) {
+    planning.judge_memo->RememberPlan(planning, name, plan);
+  }
   return plan;
 }
 

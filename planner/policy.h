@@ -97,6 +97,10 @@ struct PolicyInfo {
   // It runs a solver for up to the request's optimal_time_limit_s, on top
   // of its relative cost.
   bool uses_solver_time = false;
+  // Its plan is a function of the graph, hardware, analysis, budget and
+  // explain flag alone (no seeds read, no solver's time limit): one budget's
+  // round plans it once (PlanningContext::judge_memo).
+  bool same_plan_every_time = true;
 };
 
 // Every policy, in the order requests run them and reports list them

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,12 @@ namespace {
 // this much (relative) below the optimum it reports, so tolerance never
 // makes it claim more than is true.
 constexpr double kSafetyMargin = 1e-6;
+// CLP's perturbation settings: it perturbs costs and bounds against
+// degenerate pivots always (50), or when it judges the model needs it (100,
+// its default). Either way it takes the perturbation off and cleans up
+// before it reports an optimum: the same optimum.
+constexpr int kAlwaysPerturb = 50;
+constexpr int kPerturbWhenWorthIt = 100;
 // The largest MILP (in rows) CBC is given per second of its time limit: one
 // of its nodes re-solves the LP from scratch, a second and more at 20,000
 // rows (gpt2-xl; measured, planner/relaxation.h).
@@ -143,17 +151,27 @@ void FixDecisions(const PlanningContext& ctx, const Layout& layout,
   }
 }
 
-absl::StatusOr<Relaxation> SolveLp(const PlanningContext& ctx,
-                                   const RelaxationOptions& options,
-                                   const LpBuilder& lp, const Layout& layout) {
-  ClpSimplex model;
+// `model` with `m` loaded, quiet, asking `stop` from its loops.
+void LoadLp(const LpBuilder& lp, const SolverModel& m, const StopFn* stop,
+            ClpSimplex& model) {
   model.setLogLevel(0);
-  const SolverModel m(lp);
   model.loadProblem(m.matrix, m.col_lo.data(), m.col_hi.data(),
                     lp.cost().data(), m.row_lo.data(), m.row_hi.data());
-  if (options.time_limit_s > 0) model.setMaximumSeconds(options.time_limit_s);
-  const ClpStop stop(&ctx.should_stop);
-  model.passInEventHandler(&stop);
+  const ClpStop handler(stop);
+  model.passInEventHandler(&handler);  // a copy
+}
+
+// CLP's limit for the next solve (it keeps the last one's otherwise).
+void SetTimeLimit(const RelaxationOptions& options, ClpSimplex& model) {
+  model.setMaximumSeconds(options.time_limit_s > 0 ? options.time_limit_s : -1);
+}
+
+// Solves `model` (loaded from `m`) from options.start's decisions, or from
+// scratch.
+void SolveFromStart(const PlanningContext& ctx,
+                    const RelaxationOptions& options, const SolverModel& m,
+                    const Layout& layout, ClpSimplex& model) {
+  SetTimeLimit(options, model);
   // Presolve first: the model's running sums are chains of equalities it
   // folds away (a third of the time of a plain dual simplex).
   bool solved = false;
@@ -165,7 +183,13 @@ absl::StatusOr<Relaxation> SolveLp(const PlanningContext& ctx,
     FixDecisions(ctx, layout, *options.start, fixed_lo, fixed_hi);
     model.chgColumnLower(fixed_lo.data());
     model.chgColumnUpper(fixed_hi.data());
+    // With the decisions fixed most flows sit at zero, tied: a degenerate
+    // LP, where perturbing always halves the bound's time on llama-7b and
+    // takes a tenth off bert-large's, but adds 5% to gpt2-xl's and 18% to
+    // a 10,000-op step's (docs/PERFORMANCE.md, "The bound and optimal").
+    model.setPerturbation(kAlwaysPerturb);
     model.initialSolve();
+    model.setPerturbation(kPerturbWhenWorthIt);
     model.chgColumnLower(m.col_lo.data());
     model.chgColumnUpper(m.col_hi.data());
     if (model.status() == 0) {
@@ -178,11 +202,18 @@ absl::StatusOr<Relaxation> SolveLp(const PlanningContext& ctx,
     }
   }
   if (!solved) model.initialSolve();
+}
+
+// The answer CLP's status gives.
+absl::StatusOr<Relaxation> LpAnswer(const PlanningContext& ctx,
+                                    const RelaxationOptions& options,
+                                    const Layout& layout,
+                                    const ClpSimplex& model) {
   Relaxation out;
   switch (model.status()) {
     case 0:
       SetBound(ctx, model.objectiveValue(), out);
-      SetDecisions(layout, model.primalColumnSolution(), out);
+      SetDecisions(layout, model.getColSolution(), out);
       return out;
     case 1:  // primal infeasible: no plan meets the budget
       out.feasible = false;
@@ -196,6 +227,16 @@ absl::StatusOr<Relaxation> SolveLp(const PlanningContext& ctx,
       return absl::InternalError(absl::StrCat(
           "the bound's LP solver failed (CLP status ", model.status(), ")"));
   }
+}
+
+absl::StatusOr<Relaxation> SolveLp(const PlanningContext& ctx,
+                                   const RelaxationOptions& options,
+                                   const LpBuilder& lp, const Layout& layout) {
+  ClpSimplex model;
+  const SolverModel m(lp);
+  LoadLp(lp, m, &ctx.should_stop, model);
+  SolveFromStart(ctx, options, m, layout, model);
+  return LpAnswer(ctx, options, layout, model);
 }
 
 // A full solution of the model for the start plan: its decisions fixed,
@@ -316,6 +357,33 @@ absl::StatusOr<Relaxation> SolveMilp(const PlanningContext& ctx,
   return out;
 }
 
+// The answers that need no model: a graph past options.max_ops, a budget
+// keeping everything meets, a stop; nothing when the model is needed.
+std::optional<absl::StatusOr<Relaxation>> Unmodelled(
+    const PlanningContext& ctx, const RelaxationOptions& options) {
+  const int64_t ops = static_cast<int64_t>(ctx.graph.ops.size());
+  if (ops > options.max_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the graph has ", ops,
+                     " ops; the bound's model is built "
+                     "for at most ",
+                     options.max_ops));
+  }
+  if (ctx.analysis.unconstrained_peak_bytes <= ctx.budget_bytes) {
+    // Keeping everything fits: nothing to move, nothing lost.
+    Relaxation keep_all;
+    SetBound(ctx, 0, keep_all);
+    keep_all.swap.assign(ctx.analysis.candidates.size(), 0);
+    keep_all.recompute.assign(ctx.analysis.candidates.size(), 0);
+    keep_all.proven_optimal = true;
+    return keep_all;
+  }
+  if (StopRequested(ctx.should_stop)) {
+    return absl::CancelledError("the bound was stopped");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> ModelStepNs(const PlanningContext& ctx,
@@ -341,25 +409,9 @@ absl::StatusOr<int64_t> ModelStepNs(const PlanningContext& ctx,
 
 absl::StatusOr<Relaxation> SolveRelaxation(const PlanningContext& ctx,
                                            const RelaxationOptions& options) {
-  const int64_t ops = static_cast<int64_t>(ctx.graph.ops.size());
-  if (ops > options.max_ops) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the graph has ", ops,
-                     " ops; the bound's model is built "
-                     "for at most ",
-                     options.max_ops));
-  }
-  Relaxation keep_all;
-  if (ctx.analysis.unconstrained_peak_bytes <= ctx.budget_bytes) {
-    // Keeping everything fits: nothing to move, nothing lost.
-    SetBound(ctx, 0, keep_all);
-    keep_all.swap.assign(ctx.analysis.candidates.size(), 0);
-    keep_all.recompute.assign(ctx.analysis.candidates.size(), 0);
-    keep_all.proven_optimal = true;
-    return keep_all;
-  }
-  if (StopRequested(ctx.should_stop)) {
-    return absl::CancelledError("the bound was stopped");
+  if (std::optional<absl::StatusOr<Relaxation>> out =
+          Unmodelled(ctx, options)) {
+    return *std::move(out);
   }
   // COIN-OR reports some failures by throwing (CoinError); nothing escapes.
   try {
@@ -373,6 +425,97 @@ absl::StatusOr<Relaxation> SolveRelaxation(const PlanningContext& ctx,
     return absl::InternalError(
         absl::StrCat("the planning model's solver failed: ", e.what()));
   } catch (...) {
+    return absl::InternalError("the planning model's solver failed");
+  }
+}
+
+// The model of the last budget built for, loaded in CLP, which holds the
+// last optimal basis.
+struct BoundSweep::Model {
+  explicit Model(int64_t budget_bytes) : budget_bytes(budget_bytes) {}
+
+  const int64_t budget_bytes;  // built for
+  int32_t max_steps = 0;       // built with
+  LpBuilder lp;
+  Layout layout;
+  // The rows' upper bounds as CLP has them now (its spelling).
+  std::vector<double> row_hi;
+  ClpSimplex clp;
+};
+
+BoundSweep::BoundSweep(const PlanningContext& ctx) : ctx_(ctx) {}
+
+BoundSweep::~BoundSweep() = default;
+
+absl::StatusOr<Relaxation> BoundSweep::Solve(int64_t budget_bytes,
+                                             const RelaxationOptions& options) {
+  if (options.integer) {
+    return absl::InvalidArgumentError("a bound sweep solves the LP only");
+  }
+  PlanningContext at = ctx_;
+  at.budget_bytes = budget_bytes;
+  if (std::optional<absl::StatusOr<Relaxation>> out = Unmodelled(at, options)) {
+    return *std::move(out);
+  }
+  try {
+    if (model_ != nullptr && budget_bytes >= model_->budget_bytes &&
+        options.max_steps == model_->max_steps) {
+      // The last optimum stays dual feasible when only the memory rows'
+      // bounds rise; a row freed whose dual was not zero makes the dual
+      // simplex mend that first (CLP does, within the same call).
+      std::vector<double> row_hi = model_->lp.row_hi();
+      BudgetRowBounds(model_->layout.memory, budget_bytes, row_hi);
+      const std::vector<double> hi = SolverModel::Finite(row_hi);
+      for (const MemoryBlock& block : model_->layout.memory) {
+        for (int row = block.first_row; row <= block.memory_row; ++row) {
+          if (hi[row] != model_->row_hi[row]) {
+            model_->clp.setRowUpper(row, hi[row]);
+            model_->row_hi[row] = hi[row];
+          }
+        }
+      }
+      SetTimeLimit(options, model_->clp);
+      // Degenerate too (flows tied at zero): perturbing always takes about
+      // a tenth off a sweep's time on every reference and torchvision step.
+      model_->clp.setPerturbation(kAlwaysPerturb);
+      model_->clp.dual();
+      ++warm_solves_;
+      const int status = model_->clp.status();
+      if (status == 0 || status == 3 || status == 5) {
+        absl::StatusOr<Relaxation> out =
+            LpAnswer(at, options, model_->layout, model_->clp);
+        if (status != 0) model_.reset();
+        return out;
+      }
+      // Anything else (no plan meets the budget, numerical trouble) is
+      // judged by a solve of a model built for this budget.
+      model_.reset();
+    }
+    auto model = std::make_unique<Model>(budget_bytes);
+    model->max_steps = options.max_steps;
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        model->layout,
+        ModelBuilder(at, /*integer=*/false, options.max_steps, model->lp)
+            .Build());
+    const SolverModel m(model->lp);
+    model->row_hi = m.row_hi;
+    LoadLp(model->lp, m, &ctx_.should_stop, model->clp);
+    SolveFromStart(at, options, m, model->layout, model->clp);
+    absl::StatusOr<Relaxation> out =
+        LpAnswer(at, options, model->layout, model->clp);
+    // Kept when optimal or infeasible: the next budget's dual simplex
+    // starts from the basis CLP ended with (an optimum it reports is one
+    // wherever it started).
+    if (model->clp.status() == 0 || model->clp.status() == 1) {
+      model_ = std::move(model);
+    }
+    return out;
+  } catch (const std::exception& e) {
+    model_.reset();
+    return absl::InternalError(
+        absl::StrCat("the planning model's solver failed: ", e.what()));
+  } catch (...) {
+    model_.reset();
     return absl::InternalError("the planning model's solver failed");
   }
 }

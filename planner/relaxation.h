@@ -15,6 +15,9 @@
 //   absl::StatusOr<Relaxation> best = SolveRelaxation(ctx, milp);
 //   if (best->proven_optimal) ...               // best->swap: a plan
 //
+//   BoundSweep sweep(ctx);                      // many budgets, one model
+//   absl::StatusOr<Relaxation> at = sweep.Solve(budget_bytes, lp);
+//
 // Deterministic for the LP; for the MILP, when CBC proves optimality within
 // its time limit (at the limit, its best plan so far depends on the
 // machine's speed).
@@ -22,6 +25,7 @@
 #define SLACKSWAP_PLANNER_RELAXATION_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -90,6 +94,55 @@ absl::StatusOr<int64_t> ModelStepNs(const PlanningContext& ctx,
 // exception).
 absl::StatusOr<Relaxation> SolveRelaxation(const PlanningContext& ctx,
                                            const RelaxationOptions& options);
+
+// The LP bound of one step at one budget after another, as a sweep asks for
+// it (core/sweep_run.cc): the model is built once, at the first budget
+// that needs it, and each higher budget changes only the bounds of the rows
+// it enters (docs/PLANNERS.md, "Solving it") and re-solves with CLP's dual
+// simplex from the last optimal basis, instead of building and solving a
+// new model from a plan.
+//
+//   BoundSweep sweep(ctx);  // ctx.budget_bytes is not read
+//   for (int64_t budget : budgets) {                  // ascending
+//     RelaxationOptions lp;
+//     lp.start = &plan_at_budget;  // used only when the model is built
+//     absl::StatusOr<Relaxation> b = sweep.Solve(budget, lp);
+//   }
+//
+// Each answer is SolveRelaxation's for ctx at that budget: the same model
+// (every row it has, with the same bounds; the rows it lacks free), the same
+// optimum, to within the solver's tolerances, which the bound's safety
+// margin covers; its last bits may differ from a solve from scratch's, as a
+// solve from another plan's do. Deterministic for the same budgets in the
+// same order. A lower budget than the model's, or a warm solve that ends
+// neither optimal nor stopped (infeasible, numerical trouble), builds the
+// model anew and solves it from options.start.
+class BoundSweep {
+ public:
+  // REQUIRES: ctx outlives the sweep.
+  explicit BoundSweep(const PlanningContext& ctx);
+  ~BoundSweep();
+  BoundSweep(const BoundSweep&) = delete;
+  BoundSweep& operator=(const BoundSweep&) = delete;
+
+  // SolveRelaxation(ctx at budget_bytes, options), warm when it can be.
+  // REQUIRES: budget_bytes > 0; !options.integer (INVALID_ARGUMENT
+  // otherwise).
+  absl::StatusOr<Relaxation> Solve(int64_t budget_bytes,
+                                   const RelaxationOptions& options);
+
+  // Solves so far that started from the last one's basis (for tests).
+  int warm_solves() const { return warm_solves_; }
+
+ private:
+  struct Model;
+
+  const PlanningContext& ctx_;
+  // The model and CLP's state after its last solve; null before the first
+  // and after one that ended neither optimal nor infeasible.
+  std::unique_ptr<Model> model_;
+  int warm_solves_ = 0;
+};
 
 }  // namespace slackswap
 

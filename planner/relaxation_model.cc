@@ -61,6 +61,26 @@ std::vector<int32_t> BlockStarts(int32_t num_ops, int32_t first_backward,
   return start;
 }
 
+void BudgetRowBounds(const std::vector<MemoryBlock>& blocks,
+                     int64_t budget_bytes, std::vector<double>& row_hi) {
+  // As AddMemoryRows and AddReleased compute them, to the bit.
+  const double budget = static_cast<double>(budget_bytes) / kBytesPerUnit;
+  for (const MemoryBlock& block : blocks) {
+    const bool over_budget = block.alive > budget;
+    for (int row = block.first_row; row < block.memory_row; ++row) {
+      row_hi[row] = over_budget ? 0 : kInf;
+    }
+    row_hi[block.memory_row] = over_budget ? budget - block.alive : kInf;
+    bool any_binds = false;
+    for (const auto& [row, big] : block.few) {
+      const bool binds = over_budget && big < block.alive - budget;
+      row_hi[row] = binds ? big : kInf;
+      any_binds |= binds;
+    }
+    if (block.stream_row >= 0 && !any_binds) row_hi[block.stream_row] = kInf;
+  }
+}
+
 ModelBuilder::ModelBuilder(const PlanningContext& ctx, bool integer,
                            int32_t max_steps, LpBuilder& lp)
     : g_(ctx.graph),
@@ -370,8 +390,10 @@ absl::Status ModelBuilder::AddMemoryRows() {
     gap_swapped = Running(gap_swapped, -1, opened, closed, layout_.swap, real_);
     gap_recomputed =
         Running(gap_recomputed, -1, opened, closed, layout_.recompute, real_);
-    const int released = AddReleased(j, r, gap_swapped, alive - budget_);
-    const int memory = lp_.AddRow(-kInf, budget_ - alive);
+    MemoryBlock& block = layout_.memory.emplace_back();
+    block.alive = alive;
+    const int released = AddReleased(j, r, gap_swapped, alive - budget_, block);
+    const int memory = block.memory_row = lp_.AddRow(-kInf, budget_ - alive);
     lp_.Set(memory, gap_recomputed, -1);
     lp_.Set(memory, released, -1);
     if (poller_.Stop()) return Stopped();
@@ -380,7 +402,7 @@ absl::Status ModelBuilder::AddMemoryRows() {
 }
 
 int ModelBuilder::AddReleased(int32_t j, int32_t r, int gap_swapped,
-                              double over) {
+                              double over, MemoryBlock& block) {
   // The block-start values bounding op r's from the loose side: moved and
   // needed by the next start, landed by this one.
   const Boundary& after = r == start_[j] ? at_[j] : at_[j + 1];
@@ -389,6 +411,7 @@ int ModelBuilder::AddReleased(int32_t j, int32_t r, int gap_swapped,
   // W <= GS - (Q - F), and W <= GS (Q - F may be negative when read at
   // different ops).
   const int released = lp_.AddColumn(0, kInf, 0);  // W
+  block.first_row = lp_.rows();
   AtMost(released, moved, sweep_.ratios.empty() ? 0 : *sweep_.ratios.rbegin());
   const int off = lp_.AddRow(-kInf, 0);
   lp_.Set(off, released, 1);
@@ -405,7 +428,7 @@ int ModelBuilder::AddReleased(int32_t j, int32_t r, int gap_swapped,
   }
   if (binding.empty()) return released;
   const int copies = lp_.AddColumn(0, kInf, 0);  // n
-  const int stream = lp_.AddRow(-kInf, 0);
+  const int stream = block.stream_row = lp_.AddRow(-kInf, 0);
   lp_.Set(stream, released, 1);
   lp_.Set(stream, copies, latency_bytes_);
   lp_.Set(stream, moved, -1);
@@ -413,6 +436,7 @@ int ModelBuilder::AddReleased(int32_t j, int32_t r, int gap_swapped,
     const int few = lp_.AddRow(-kInf, sweep_.big_bytes[t]);
     lp_.Set(few, released, 1);
     lp_.Set(few, copies, -thresholds_[t]);
+    block.few.push_back({few, sweep_.big_bytes[t]});
   }
   return released;
 }

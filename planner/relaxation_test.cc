@@ -192,6 +192,107 @@ TEST(RelaxationTest, RefusesWhatIsTooLargeAndHearsTheStopFunction) {
   }
 }
 
+// A sweep's bounds, each budget solved from the last one's model and
+// basis, are the bounds solved from scratch: the same model at each budget,
+// the same optimum.
+TEST(BoundSweepTest, EachBudgetGetsTheBoundSolvedFromScratch) {
+  int warm = 0, compared = 0, feasible = 0;
+  for (uint32_t seed = 0; seed < 12; ++seed) {
+    for (const Hardware& hw : {testutil::TestLink(), Pcie()}) {
+      RandomStepOptions options;
+      if (hw.transfer_latency_ns > 0) {
+        // Tensors near the latency: the copies' rows bind, then free.
+        options.min_bytes = 4 << 10;
+        options.max_bytes = 4 << 20;
+      }
+      const Step s = MakeStep(RandomTrainingStep(seed, options), hw);
+      const PlanningContext sweep_ctx = s.At(1);
+      BoundSweep sweep(sweep_ctx);
+      for (double fraction : {0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}) {
+        const PlanningContext ctx = s.At(fraction);
+        SCOPED_TRACE(
+            absl::StrCat("seed ", seed, " ", hw.name, " budget ", fraction));
+        absl::StatusOr<PlanOutcome> plan =
+            PlanAndSimulate("slackswap", ctx, {});
+        ASSERT_TRUE(plan.ok()) << plan.status();
+        RelaxationOptions from_plan;
+        from_plan.start = &plan->plan;
+        absl::StatusOr<Relaxation> cold = SolveRelaxation(ctx, {});
+        absl::StatusOr<Relaxation> swept =
+            sweep.Solve(ctx.budget_bytes, from_plan);
+        ASSERT_TRUE(cold.ok()) << cold.status();
+        ASSERT_TRUE(swept.ok()) << swept.status();
+        EXPECT_EQ(swept->feasible, cold->feasible);
+        EXPECT_EQ(swept->step_ns_lower, cold->step_ns_lower);
+        EXPECT_EQ(swept->retained_upper, cold->retained_upper);
+        ++compared;
+        feasible += cold->feasible;
+      }
+      warm += sweep.warm_solves();
+    }
+  }
+  EXPECT_EQ(compared, 12 * 2 * 9);
+  EXPECT_GT(feasible, 100);
+  // Every budget after a sweep's first started from the last one's basis,
+  // but the full one: keeping everything fits there, no LP.
+  EXPECT_EQ(warm, 12 * 2 * 7);
+}
+
+TEST(BoundSweepTest, ALowerBudgetBuildsTheModelAnew) {
+  const Step s = MakeStep(RandomTrainingStep(3), Pcie());
+  const PlanningContext sweep_ctx = s.At(1);
+  BoundSweep sweep(sweep_ctx);
+  for (double fraction : {0.8, 0.5, 0.6}) {
+    SCOPED_TRACE(fraction);
+    const PlanningContext ctx = s.At(fraction);
+    absl::StatusOr<Relaxation> swept = sweep.Solve(ctx.budget_bytes, {});
+    absl::StatusOr<Relaxation> cold = SolveRelaxation(ctx, {});
+    ASSERT_TRUE(swept.ok()) << swept.status();
+    ASSERT_TRUE(cold.ok()) << cold.status();
+    EXPECT_TRUE(cold->feasible);
+    EXPECT_EQ(swept->step_ns_lower, cold->step_ns_lower);
+  }
+  EXPECT_EQ(sweep.warm_solves(), 1);  // 0.6 from 0.5's; 0.5 built anew
+}
+
+TEST(BoundSweepTest, NoPlanMeetsABudgetThenTheNextStartsFromItsBasis) {
+  const Step s = MakeStep(RandomTrainingStep(3), testutil::TestLink());
+  const PlanningContext sweep_ctx = s.At(1);
+  BoundSweep sweep(sweep_ctx);
+  absl::StatusOr<Relaxation> none = sweep.Solve(1, {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->feasible);
+  for (double fraction : {0.5, 0.7}) {
+    const PlanningContext ctx = s.At(fraction);
+    absl::StatusOr<Relaxation> swept = sweep.Solve(ctx.budget_bytes, {});
+    ASSERT_TRUE(swept.ok()) << swept.status();
+    EXPECT_TRUE(swept->feasible);
+    EXPECT_EQ(swept->step_ns_lower, SolveRelaxation(ctx, {})->step_ns_lower);
+  }
+  EXPECT_EQ(sweep.warm_solves(), 2);
+}
+
+TEST(BoundSweepTest, SolvesTheLpOnlyAndHearsTheStopFunction) {
+  const Step s = MakeStep(RandomTrainingStep(4), Pcie());
+  PlanningContext ctx = s.At(1);
+  bool stop = false;
+  ctx.should_stop = [&stop] { return stop; };
+  BoundSweep sweep(ctx);
+  const int64_t half = s.At(0.5).budget_bytes;
+  RelaxationOptions milp;
+  milp.integer = true;
+  EXPECT_EQ(sweep.Solve(half, milp).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(sweep.Solve(half, {}).ok());
+  stop = true;
+  EXPECT_EQ(sweep.Solve(s.At(0.6).budget_bytes, {}).status().code(),
+            absl::StatusCode::kCancelled);
+  // Keeping everything fits: no model, whatever the stop function says.
+  absl::StatusOr<Relaxation> all = sweep.Solve(s.At(1).budget_bytes, {});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->retained_upper, 1);
+}
+
 // The model's phases, each on a step of eight ops worked out by hand:
 //   0 f_u 100 ns makes u (1 MB), read only by f_s: freed after forward
 //   1 f_s 200 ns makes s (2 MB, candidate 0), read by b_s
@@ -525,6 +626,49 @@ TEST_F(ModelBuilderTest, ReleasingBytesTakesCopiesTheLatencyMakesLong) {
                                "-inf <= 1*W4 + 1*n4 + -1*M4 <= 0",
                                "-inf <= 1*W4 + -3*n4 <= 0",
                                "-inf <= -1*GR4 + -1*W4 <= -3"));
+}
+
+// Where the budget enters: at the budget built for, BudgetRowBounds gives
+// every row its bound as built; higher, the memory rows' bounds rise, and
+// the rows of a block no longer over it are free. (Thresholds that stop
+// binding while their block is still over the budget: BoundSweepTest's
+// PCIe steps free hundreds of such rows.)
+TEST_F(ModelBuilderTest, TheBudgetsRowsAreWhereTheBudgetEntersAndOnlyThose) {
+  // As in ReleasingBytesTakesCopiesTheLatencyMakesLong.
+  hw_.transfer_latency_ns = 1'000'000;
+  ModelBuilder& m = BuiltToMemory(/*budget_mb=*/6);
+  const int rows = lp_.rows();
+  ASSERT_TRUE(m.AddMemoryRows().ok());
+  const std::vector<MemoryBlock>& blocks = m.layout().memory;
+  ASSERT_EQ(blocks.size(), 2);  // ops 4 and 5
+  for (const MemoryBlock& block : blocks) {
+    EXPECT_EQ(block.alive, 9);
+    EXPECT_GT(block.first_row, rows);  // after GS's and GR's sums
+    EXPECT_EQ(lp_.row_hi()[block.memory_row], -3);
+    EXPECT_GE(block.stream_row, block.first_row);
+    ASSERT_EQ(block.few.size(), 1);  // the 3 MB threshold; 2 MB does not bind
+    EXPECT_EQ(block.few[0].second, 0);
+  }
+  EXPECT_EQ(blocks[1].memory_row, lp_.rows() - 1);
+
+  std::vector<double> hi = lp_.row_hi();
+  BudgetRowBounds(blocks, 6'000'000, hi);
+  EXPECT_EQ(hi, lp_.row_hi());
+
+  BudgetRowBounds(blocks, 8'000'000, hi);
+  for (int row = 0; row < lp_.rows(); ++row) {
+    const bool memory =
+        row == blocks[0].memory_row || row == blocks[1].memory_row;
+    EXPECT_EQ(hi[row], memory ? -1 : lp_.row_hi()[row]) << row;
+  }
+
+  BudgetRowBounds(blocks, 9'000'000, hi);  // keeping everything fits there
+  for (int row = 0; row < lp_.rows(); ++row) {
+    const bool freed =
+        (row >= blocks[0].first_row && row <= blocks[0].memory_row) ||
+        row >= blocks[1].first_row;
+    EXPECT_EQ(hi[row], freed ? kInf : lp_.row_hi()[row]) << row;
+  }
 }
 
 TEST(ModelBuilderStopTest, BuildingTheModelHearsTheStopFunction) {

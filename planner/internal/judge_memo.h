@@ -32,6 +32,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "planner/internal/plan_search.h"
 #include "planner/policy.h"
 
@@ -72,7 +73,18 @@ class JudgeMemo {
   void Remember(const PlanningContext& ctx, std::string key,
                 const Judged& judged);
 
+  // The plan policy `name` made in `ctx`, or nullopt. A plan made with
+  // reasons serves a context without, reasons cleared (the reasons are all
+  // that explain changes).
+  // REQUIRES: the policy's PolicyInfo::same_plan_every_time.
+  std::optional<Plan> RecallPlan(const PlanningContext& ctx,
+                                 absl::string_view name);
+  void RememberPlan(const PlanningContext& ctx, absl::string_view name,
+                    const Plan& plan);
+
+  // Judgments and plans served from the memo.
   int64_t hits() const { return hits_; }
+  int64_t plan_hits() const { return plan_hits_; }
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -100,8 +112,14 @@ class JudgeMemo {
   int64_t max_recompute_tasks_ = 0;
 
   absl::flat_hash_map<std::string, Entry> entries_;
+  struct Made {
+    bool explained = false;
+    Plan plan;
+  };
+  absl::flat_hash_map<std::string, Made> plans_;  // by policy
   int64_t bytes_ = 0;
   int64_t hits_ = 0;
+  int64_t plan_hits_ = 0;
 };
 
 }  // namespace slackswap

@@ -67,6 +67,23 @@ class LpBuilder {
 std::vector<int32_t> BlockStarts(int32_t num_ops, int32_t first_backward,
                                  int32_t max_steps);
 
+// Where the budget enters the model: one of phase 7's blocks over the
+// budget the model was built for, and its rows (W's, the copies', then the
+// memory row: consecutive, every one an upper bound). At a higher budget
+// the same model, with these rows' upper bounds from BudgetRowBounds, is
+// the one built there: a block no longer over the budget has its rows
+// freed (its GS and GR sums stay, feeding the next block's), and a
+// threshold that can no longer bind has its row freed too.
+struct MemoryBlock {
+  double alive = 0;     // the bytes keeping everything holds at its op (MB)
+  int first_row = -1;   // its first row
+  int memory_row = -1;  // its last: C_k - GR_k - W_k <= budget
+  int stream_row = -1;  // W + latency x rate x n <= M; -1 when none
+  // Per threshold that binds at the budget built for: its row, and the
+  // bytes larger than the threshold in their gap (the row's bound).
+  std::vector<std::pair<int, double>> few;
+};
+
 // Where the decisions live in the model.
 struct Layout {
   std::vector<int> swap;       // s_i, per candidate
@@ -75,7 +92,15 @@ struct Layout {
   std::vector<int> rerun;      // y_p, per op; -1 for ops no decision re-runs
   // (p, q): re-running op p re-runs op q (an unsaved input of p's), p first.
   std::vector<std::pair<int32_t, int32_t>> chain;
+  // The blocks over the budget, in order.
+  std::vector<MemoryBlock> memory;
 };
+
+// The upper bounds of `blocks`' rows at `budget_bytes` (REQUIRES: at least
+// the budget the model was built for), written into `row_hi` (indexed by
+// row; the other rows' entries untouched). Infinite bounds stay infinite.
+void BudgetRowBounds(const std::vector<MemoryBlock>& blocks,
+                     int64_t budget_bytes, std::vector<double>& row_hi);
 
 // The model, in MB and us. A copy holds its stream for the latency and then
 // its bytes at the link's rate, so on each stream a tensor weighs its bytes
@@ -152,7 +177,7 @@ class ModelBuilder {
   // before it, and the running sums and their bounds.
   absl::Status AddBoundaries();
   // 7. Memory at the op of each block where keeping everything needs the
-  // most, where that is over the budget.
+  // most, where that is over the budget; layout().memory gets their rows.
   absl::Status AddMemoryRows();
 
   // Phase 3's: per op k (and k = num_ops), the candidates i that enter a
@@ -220,8 +245,9 @@ class ModelBuilder {
                  std::vector<int32_t>& closed);
   void CountBig(int32_t i, double sign);
   // W, the swapped bytes released at the memory row of block j (at op r),
-  // and the copies releasing them takes.
-  int AddReleased(int32_t j, int32_t r, int gap_swapped, double over);
+  // and the copies releasing them takes; `block` gets the rows.
+  int AddReleased(int32_t j, int32_t r, int gap_swapped, double over,
+                  MemoryBlock& block);
 
   // Immutable after construction.
   const Graph& g_;
