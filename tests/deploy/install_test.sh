@@ -103,12 +103,22 @@ out="$("$bin/slackswap" health --server "127.0.0.1:$port" --timeout 3)" ||
   --server "127.0.0.1:$port" >"$work/plan.txt" ||
   fail "slackswap plan --server failed"
 grep -q "slackswap" "$work/plan.txt" || fail "plan output: $(cat "$work/plan.txt")"
-exec 3<>"/dev/tcp/127.0.0.1/$metrics_port"
-printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-metrics="$(timeout 10 cat <&3)" || fail "reading /metrics failed"
-exec 3<&-
-grep -q '^slackswap_requests_total{code="OK",method="Plan"} 1$' \
-  <<<"$metrics" || fail "/metrics does not count the Plan call: $metrics"
+# The server counts a call when it is done with it, which may be just after
+# the client has its answer: scrape until the count shows, 10 s at most.
+counted=""
+for _ in $(seq 1 100); do
+  exec 3<>"/dev/tcp/127.0.0.1/$metrics_port"
+  printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  metrics="$(timeout 10 cat <&3)" || fail "reading /metrics failed"
+  exec 3<&-
+  if grep -q '^slackswap_requests_total{code="OK",method="Plan"} 1$' \
+    <<<"$metrics"; then
+    counted=yes
+    break
+  fi
+  sleep 0.1
+done
+[[ -n $counted ]] || fail "/metrics does not count the Plan call: $metrics"
 echo "ok: installed slackswapd serves; health SERVING, Plan and /metrics work"
 
 kill -TERM "$server"
