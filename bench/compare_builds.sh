@@ -46,7 +46,7 @@ for which in ("old", "new"):
             for row in csv.reader(f):
                 times.setdefault((row[0], which), []).append(
                     (float(row[3]), row[4]))
-names = sorted({name for name, _ in times}, key=lambda n: list(times).index((n, "old")))
+names = list(dict.fromkeys(name for name, _ in times))  # as first run
 print(f"{'case':58} {'old':>12} {'new':>12} {'new/old':>8}")
 for name in names:
     old = statistics.median(t for t, _ in times[(name, "old")])

@@ -99,12 +99,12 @@ void JudgeMemo::Remember(const PlanningContext& ctx, std::string key,
   // swaps all have room for their prefetches, so nothing is converted and
   // the same lowering places the same points): a baseline's plan, judged
   // again by slackswap, is found under its own actions too.
-  std::string returned = Key(static_cast<Kind>(key[0]), judged.plan);
-  const bool also_returned =
-      static_cast<Kind>(key[0]) == Kind::kJudgePlan && returned != key;
-  if (also_returned && !entries_.contains(returned)) {
-    entries_.emplace(std::move(returned), e);
-    bytes_ += size;
+  if (static_cast<Kind>(key[0]) == Kind::kJudgePlan) {
+    std::string returned = Key(Kind::kJudgePlan, judged.plan);
+    if (returned != key && !entries_.contains(returned)) {
+      entries_.emplace(std::move(returned), e);
+      bytes_ += size;
+    }
   }
   if (entries_.emplace(std::move(key), std::move(e)).second) bytes_ += size;
 }

@@ -210,16 +210,17 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
     with_memo->judge_memo = &own_memo.emplace();
   }
   const PlanningContext& planning = with_memo ? *with_memo : ctx;
-  // A baseline slackswap runs again after the round ran it.
-  if (info->same_plan_every_time) {
+  // A baseline slackswap runs again after the round ran it; only a memo
+  // that outlives this call can hold it.
+  const bool shares_plans = info->same_plan_every_time && !own_memo.has_value();
+  if (shares_plans) {
     std::optional<Plan> known = planning.judge_memo->RecallPlan(planning, name);
     if (known.has_value()) return *std::move(known);
   }
   SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, info->create()->MakePlan(planning));
   plan.policy = info->name;
   plan.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
-  // Only a memo that outlives this call can serve the plan again.
-  if (info->same_plan_every_time && !own_memo.has_value()) {
+  if (shares_plans) {
     planning.judge_memo->RememberPlan(planning, name, plan);
   }
   return plan;
