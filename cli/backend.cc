@@ -6,10 +6,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "cli/defaults.h"
+#include "common/mutex.h"
 #include "common/status_macros.h"
 #include "core/planning_core.h"
+#include "core/request_convert.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "io/proto_file.h"
@@ -19,14 +22,37 @@
 namespace slackswap {
 namespace {
 
+// The graph HoldLocalGraph holds, and its key.
+struct Held {
+  Mutex mu;
+  std::string key ABSL_GUARDED_BY(mu);
+  std::shared_ptr<const Graph> graph ABSL_GUARDED_BY(mu);
+  int64_t count ABSL_GUARDED_BY(mu) = 0;
+};
+
+Held& HeldGraph() {
+  static Held* const held = new Held;
+  return *held;
+}
+
+// The held graphs, for the local core.
+class HeldGraphs : public GraphSource {
+ public:
+  std::shared_ptr<const Graph> Find(const std::string& sha256) override {
+    return LocalGraph(sha256);
+  }
+};
+
 class LocalBackend : public Backend {
  public:
   absl::StatusOr<v1::PlanResponse> Plan(const v1::PlanRequest& req) override {
+    SLACKSWAP_RETURN_IF_ERROR(CheckHeldSize(req.step(), "step."));
     return core_.PlanStep(req, {});
   }
   absl::Status Sweep(const v1::SweepRequest& req,
                      const std::function<void(const v1::SweepResponse&)>&
                          on_message) override {
+    SLACKSWAP_RETURN_IF_ERROR(CheckHeldSize(req.step(), "step."));
     return core_.SweepBudgets(req, {}, [&](const v1::SweepResponse& r) {
       on_message(r);
       return true;
@@ -34,6 +60,7 @@ class LocalBackend : public Backend {
   }
   absl::StatusOr<v1::SimulateResponse> Simulate(
       const v1::SimulateRequest& req) override {
+    SLACKSWAP_RETURN_IF_ERROR(CheckHeldSize(req.step(), "step."));
     return core_.SimulateStep(req, {});
   }
   absl::StatusOr<v1::GetWorkloadResponse> GetWorkload(
@@ -51,11 +78,27 @@ class LocalBackend : public Backend {
     return core_.ListWorkloads();
   }
   absl::StatusOr<v1::FitResponse> Fit(const v1::FitRequest& req) override {
+    SLACKSWAP_RETURN_IF_ERROR(CheckHeldSize(req, ""));
     return core_.FitStep(req, {});
   }
 
  private:
-  PlanningCore core_{CoreLimits{}};
+  // A held graph stands for the inline graph the request would have
+  // carried: the core's first check of a request is an inline graph's size,
+  // and a held graph gets the same, with the same message.
+  template <typename Message>
+  absl::Status CheckHeldSize(const Message& m, const std::string& prefix) {
+    if (m.graph_case() != Message::kGraphSha256) return absl::OkStatus();
+    std::shared_ptr<const Graph> g = LocalGraph(m.graph_sha256());
+    if (g == nullptr) return absl::OkStatus();
+    return CheckGraphSize(static_cast<int64_t>(g->ops.size()),
+                          static_cast<int64_t>(g->tensors.size()),
+                          prefix + "graph_inline", limits_);
+  }
+
+  const CoreLimits limits_;
+  HeldGraphs held_;
+  PlanningCore core_{limits_, /*observer=*/nullptr, &held_};
 };
 
 absl::Status FromGrpc(const grpc::Status& s) {
@@ -251,6 +294,22 @@ absl::StatusOr<RemoteOptions> RemoteOptionsFromFlags(const Flags& flags) {
 
 }  // namespace
 
+bool IsLocal(const Flags& flags) { return !flags.Has("server"); }
+
+std::string HoldLocalGraph(Graph g) {
+  Held& held = HeldGraph();
+  MutexLock lock(&held.mu);
+  held.key = absl::StrFormat("%064x", ++held.count);
+  held.graph = std::make_shared<const Graph>(std::move(g));
+  return held.key;
+}
+
+std::shared_ptr<const Graph> LocalGraph(const std::string& key) {
+  Held& held = HeldGraph();
+  MutexLock lock(&held.mu);
+  return key == held.key ? held.graph : nullptr;
+}
+
 const FlagSpecs& BackendFlags() {
   static const FlagSpecs* const flags = new FlagSpecs{
       {"server", "HOST:PORT", "run on this slackswapd instead of locally"},
@@ -264,7 +323,7 @@ const FlagSpecs& BackendFlags() {
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags(const Flags& flags) {
-  if (!flags.Has("server")) {
+  if (IsLocal(flags)) {
     for (const FlagSpec& f : BackendFlags()) {
       if (flags.Has(f.name)) {
         return absl::InvalidArgumentError(

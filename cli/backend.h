@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
+#include "model/graph.h"
 #include "slackswap/v1/planner_service.pb.h"
 
 namespace slackswap {
@@ -35,6 +36,19 @@ class Backend {
   virtual absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() = 0;
   virtual absl::StatusOr<v1::FitResponse> Fit(const v1::FitRequest& req) = 0;
 };
+
+// Whether the flags choose the planning core in this process (no --server).
+bool IsLocal(const Flags& flags);
+
+// Graphs this process read from files for its own planning core. A request
+// names one by the key HoldLocalGraph gave it, as StepSpec.graph_sha256 (a
+// key, not a digest), and the local backend plans that graph: converted
+// once, straight from the file, with no message of it held while it is
+// planned (a 10^6-op graph's message takes about 800 MB). Holds one
+// graph, the latest; requests to a server carry their graphs inline.
+std::string HoldLocalGraph(Graph g);
+// The graph held under `key`, or null.
+std::shared_ptr<const Graph> LocalGraph(const std::string& key);
 
 // Flags every subcommand accepts for choosing the backend: --server,
 // --tls-ca, --tls-cert, --tls-key, --auth-token-file, --timeout.

@@ -4,11 +4,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/backend.h"
 #include "cli/defaults.h"
 #include "common/format.h"
 #include "common/status_macros.h"
 #include "core/planning_core.h"
 #include "io/convert.h"
+#include "io/graph_file.h"
 #include "io/proto_file.h"
 #include "model/budget.h"
 #include "model/hardware.h"
@@ -96,16 +98,17 @@ absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags) {
   return ref;
 }
 
-absl::Status GraphFromFlags(const Flags& flags, v1::OperatorGraph* graph,
-                            v1::WorkloadRef* workload, bool* inline_graph) {
+absl::StatusOr<GraphFrom> GraphFromFlags(const Flags& flags,
+                                         v1::OperatorGraph* graph,
+                                         v1::WorkloadRef* workload,
+                                         std::string* held_key) {
   if (flags.Has("workload") == flags.Has("graph")) {
     return absl::InvalidArgumentError(
         "give exactly one of --workload NAME and --graph FILE");
   }
-  *inline_graph = flags.Has("graph");
-  if (!*inline_graph) {
+  if (!flags.Has("graph")) {
     SLACKSWAP_ASSIGN_OR_RETURN(*workload, WorkloadFromFlags(flags));
-    return absl::OkStatus();
+    return GraphFrom::kWorkload;
   }
   for (const char* name : {"batch", "seq", "layers", "attention"}) {
     if (flags.Has(name)) {
@@ -114,14 +117,19 @@ absl::Status GraphFromFlags(const Flags& flags, v1::OperatorGraph* graph,
     }
   }
   const std::string path = *flags.Get("graph");
+  if (IsLocal(flags)) {
+    SLACKSWAP_ASSIGN_OR_RETURN(Graph g, ReadGraphFile(path));
+    *held_key = HoldLocalGraph(std::move(g));
+    return GraphFrom::kHeld;
+  }
   SLACKSWAP_RETURN_IF_ERROR(ReadProtoFile(path, graph));
-  // Check it here too, so errors name the file, local or remote.
+  // Check it here too, so errors name the file, as they do locally.
   absl::Status valid = GraphFromProto(*graph).status();
   if (!valid.ok()) {
     return absl::Status(valid.code(),
                         absl::StrCat(path, ": ", valid.message()));
   }
-  return absl::OkStatus();
+  return GraphFrom::kInline;
 }
 
 absl::Status HardwareFromFlag(const std::string& value,
@@ -206,8 +214,10 @@ absl::StatusOr<std::optional<int32_t>> TimelinePointsFromFlags(
 }
 
 std::string StepGraphName(const v1::StepSpec& step) {
-  return step.has_workload() ? step.workload().name()
-                             : step.graph_inline().name();
+  if (step.has_workload()) return step.workload().name();
+  if (step.has_graph_inline()) return step.graph_inline().name();
+  std::shared_ptr<const Graph> held = LocalGraph(step.graph_sha256());
+  return held == nullptr ? "" : held->name;
 }
 
 std::string StepHardwareName(const v1::StepSpec& step) {

@@ -35,25 +35,46 @@ FlagSpecs BoundFlags();
 FlagSpec TimelinePointsFlag();
 
 // Exactly one of --workload and --graph; --hardware defaults to
-// kDefaultHardware (cli/defaults.h). Files are read here and sent inline.
+// kDefaultHardware (cli/defaults.h). Files are read here: a graph is sent
+// inline to a server, and held for the local core (HoldLocalGraph).
 absl::StatusOr<v1::StepSpec> StepFromFlags(const Flags& flags);
-// The graph part of StepFromFlags: --graph FILE into `graph`, or the
-// workload into `workload`, exactly one of them.
-absl::Status GraphFromFlags(const Flags& flags, v1::OperatorGraph* graph,
-                            v1::WorkloadRef* workload, bool* inline_graph);
+// Where GraphFromFlags put the step's graph.
+enum class GraphFrom {
+  kWorkload,
+  // --graph FILE as a message, for a server.
+  kInline,
+  // --graph FILE converted, for the local core (HoldLocalGraph).
+  kHeld,
+};
+// The graph part of StepFromFlags: the workload into `workload`; or --graph
+// FILE into `graph` for a server, or for the local backend converted and
+// held (HoldLocalGraph), its key in `held_key`. Either way the file's graph
+// is checked here, so errors name the file.
+absl::StatusOr<GraphFrom> GraphFromFlags(const Flags& flags,
+                                         v1::OperatorGraph* graph,
+                                         v1::WorkloadRef* workload,
+                                         std::string* held_key);
 // Sets the graph oneof of `msg` (a StepSpec or a FitRequest) from
-// --workload or --graph, as GraphFromFlags reads them.
+// --workload or --graph, as GraphFromFlags reads them: a held graph by its
+// key (graph_sha256).
 template <typename Message>
 absl::Status SetGraphFromFlags(const Flags& flags, Message* msg) {
   v1::OperatorGraph graph;
   v1::WorkloadRef workload;
-  bool inline_graph = false;
-  absl::Status s = GraphFromFlags(flags, &graph, &workload, &inline_graph);
-  if (!s.ok()) return s;
-  if (inline_graph) {
-    *msg->mutable_graph_inline() = std::move(graph);
-  } else {
-    *msg->mutable_workload() = std::move(workload);
+  std::string held_key;
+  absl::StatusOr<GraphFrom> from =
+      GraphFromFlags(flags, &graph, &workload, &held_key);
+  if (!from.ok()) return from.status();
+  switch (*from) {
+    case GraphFrom::kWorkload:
+      *msg->mutable_workload() = std::move(workload);
+      break;
+    case GraphFrom::kInline:
+      *msg->mutable_graph_inline() = std::move(graph);
+      break;
+    case GraphFrom::kHeld:
+      msg->set_graph_sha256(std::move(held_key));
+      break;
   }
   return absl::OkStatus();
 }

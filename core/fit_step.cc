@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@ namespace {
 
 // A Fit request, validated.
 struct FitSpec {
-  Graph graph;
+  std::shared_ptr<const Graph> graph;
   std::vector<Hardware> hardware;
   std::vector<std::optional<double>> prices;
   bool priced = false;
@@ -107,7 +108,7 @@ absl::StatusOr<FitSpec> ResolveFit(const v1::FitRequest& req,
 absl::StatusOr<v1::FitResult> FitProfile(const FitSpec& spec,
                                          const Hardware& hw,
                                          const PlanningContext& ctx) {
-  const Graph& g = spec.graph;
+  const Graph& g = *spec.graph;
   SimOptions report;
   report.record_timeline = false;
   report.device = spec.device;
@@ -211,7 +212,7 @@ absl::StatusOr<v1::FitResponse> PlanningCore::FitStep(
   Stopwatch watch;
   SLACKSWAP_ASSIGN_OR_RETURN(FitSpec spec,
                              ResolveFit(req, limits_, stop, graphs_));
-  const Graph& g = spec.graph;
+  const Graph& g = *spec.graph;
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
       g, req,
       FitWork(spec.policies, static_cast<int64_t>(spec.hardware.size()))));

@@ -83,11 +83,11 @@ absl::StatusOr<PlanSpec> ResolvePlan(const v1::PlanRequest& req,
   SLACKSWAP_ASSIGN_OR_RETURN(spec.step,
                              ResolveStep(req.step(), limits, stop, graphs));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.budget,
-                             ResolvePlanBudget(req, spec.step.graph));
+                             ResolvePlanBudget(req, spec.step.graph()));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.policies, ResolvePolicies(req.policies()));
   SLACKSWAP_RETURN_IF_ERROR(CheckTimelinePoints(req.timeline_points(), limits));
   SLACKSWAP_RETURN_IF_ERROR(
-      CheckEvents(req.include_events(), spec.step.graph, limits));
+      CheckEvents(req.include_events(), spec.step.graph(), limits));
   SLACKSWAP_ASSIGN_OR_RETURN(
       spec.optimal_time_limit_s,
       ResolveOptimalTimeLimit(req.has_optimal_time_limit_s(),
@@ -275,7 +275,7 @@ absl::Status AddBound(const PlanningContext& ctx, const PolicyRound& round,
 
 // The report's description of the question.
 void DescribeRequest(const PlanSpec& spec, v1::PlanReport& out) {
-  const Graph& g = spec.step.graph;
+  const Graph& g = spec.step.graph();
   out.set_graph_name(g.name);
   out.set_hardware_name(spec.step.hw.name);
   out.set_budget_bytes(spec.budget.bytes);
@@ -292,7 +292,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   Stopwatch watch;
   SLACKSWAP_ASSIGN_OR_RETURN(const PlanSpec spec,
                              ResolvePlan(req, limits_, stop, graphs_));
-  const Graph& g = spec.step.graph;
+  const Graph& g = spec.step.graph();
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
       g, req,
       PlanRequestWork(spec.policies, spec.budget.searched(),

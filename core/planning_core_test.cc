@@ -211,7 +211,7 @@ TEST(PlanningCoreTest, SweepsStreamPointsTargetsAndMinimums) {
   req.set_target(0.99);
   absl::StatusOr<Step> step = ResolveStep(req.step(), CoreLimits{});
   ASSERT_TRUE(step.ok()) << step.status();
-  const int64_t peak = step->graph.index.saved_bytes;
+  const int64_t peak = step->graph().index.saved_bytes;
   int points = 0, targets = 0;
   std::vector<std::string> infeasible;  // policies, in first-seen order
   std::vector<std::string> minimums;

@@ -78,20 +78,28 @@ absl::Status CheckFraction(const std::string& field, double fraction) {
   return absl::OkStatus();
 }
 
+absl::Status CheckGraphSize(int64_t ops, int64_t tensors,
+                            const std::string& field,
+                            const CoreLimits& limits) {
+  if (ops > limits.max_graph_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ".ops: ", ops, " ops exceed the limit of ",
+                     limits.max_graph_ops));
+  }
+  if (tensors > limits.max_graph_tensors) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        field, ".tensors: ", tensors, " tensors exceed the limit of ",
+        limits.max_graph_tensors));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
                                          const std::string& field,
                                          const CoreLimits& limits,
                                          const StopFn& stop) {
-  if (g.ops_size() > limits.max_graph_ops) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(field, ".ops: ", g.ops_size(), " ops exceed the limit of ",
-                     limits.max_graph_ops));
-  }
-  if (g.tensors_size() > limits.max_graph_tensors) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        field, ".tensors: ", g.tensors_size(), " tensors exceed the limit of ",
-        limits.max_graph_tensors));
-  }
+  SLACKSWAP_RETURN_IF_ERROR(
+      CheckGraphSize(g.ops_size(), g.tensors_size(), field, limits));
   absl::StatusOr<Graph> graph = GraphFromProto(g, stop);
   if (!graph.ok()) {
     if (absl::IsCancelled(graph.status())) return graph.status();
@@ -116,15 +124,15 @@ absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
   return NoneSet(prefix, "set hardware_inline or hardware_name");
 }
 
-absl::StatusOr<Graph> ResolveGraph(const v1::OperatorGraph* inline_graph,
-                                   const std::string* graph_sha256,
-                                   const v1::WorkloadRef* workload,
-                                   const std::string& prefix,
-                                   const CoreLimits& limits, const StopFn& stop,
-                                   GraphSource* graphs) {
+absl::StatusOr<std::shared_ptr<const Graph>> ResolveGraph(
+    const v1::OperatorGraph* inline_graph, const std::string* graph_sha256,
+    const v1::WorkloadRef* workload, const std::string& prefix,
+    const CoreLimits& limits, const StopFn& stop, GraphSource* graphs) {
   if (inline_graph != nullptr) {
-    return ResolveInlineGraph(*inline_graph, prefix + "graph_inline", limits,
-                              stop);
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Graph g, ResolveInlineGraph(*inline_graph, prefix + "graph_inline",
+                                    limits, stop));
+    return std::make_shared<const Graph>(std::move(g));
   }
   if (graph_sha256 != nullptr) {
     const std::string field = prefix + "graph_sha256";
@@ -141,10 +149,12 @@ absl::StatusOr<Graph> ResolveGraph(const v1::OperatorGraph* inline_graph,
           " is stored here (it expired, or another server holds it): send "
           "it with PutGraph or inline"));
     }
-    return *stored;
+    return stored;
   }
   if (workload != nullptr) {
-    return ResolveWorkload(*workload, prefix + "workload", limits);
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Graph g, ResolveWorkload(*workload, prefix + "workload", limits));
+    return std::make_shared<const Graph>(std::move(g));
   }
   return NoneSet(prefix, "set graph_inline, graph_sha256 or workload");
 }
@@ -154,7 +164,7 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  GraphSource* graphs) {
   Step step;
   SLACKSWAP_ASSIGN_OR_RETURN(
-      step.graph, ResolveGraphOf(spec, "step.", limits, stop, graphs));
+      step.graph_holder, ResolveGraphOf(spec, "step.", limits, stop, graphs));
   SLACKSWAP_ASSIGN_OR_RETURN(step.hw, ResolveHardwareOf(spec, "step."));
   return step;
 }

@@ -7,10 +7,11 @@
 //   absl::StatusOr<int64_t> budget = ResolveBudget(
 //       req.budget_case() == v1::PlanRequest::kBudgetBytes, req.budget_bytes(),
 //       req.budget_case() == v1::PlanRequest::kBudgetFraction,
-//       req.budget_fraction(), step->graph, /*optional=*/false);
+//       req.budget_fraction(), step->graph(), /*optional=*/false);
 #ifndef SLACKSWAP_CORE_REQUEST_CONVERT_H_
 #define SLACKSWAP_CORE_REQUEST_CONVERT_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,13 @@
 
 namespace slackswap {
 
+// A step's graph is shared, never copied: converted for this request, or
+// the one a graph store holds (a 10^6-op graph is hundreds of megabytes).
 struct Step {
-  Graph graph;
+  std::shared_ptr<const Graph> graph_holder;
   Hardware hw;
+
+  const Graph& graph() const { return *graph_holder; }
 };
 
 // `stop` is polled while an inline graph is converted. A graph named by
@@ -36,8 +41,13 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const StopFn& stop = nullptr,
                                  GraphSource* graphs = nullptr);
 
+// RESOURCE_EXHAUSTED when a graph of `ops` and `tensors` exceeds the
+// limits, naming `field`.ops or `field`.tensors.
+absl::Status CheckGraphSize(int64_t ops, int64_t tensors,
+                            const std::string& field, const CoreLimits& limits);
+
 // Converts an inline graph (from a request or for the graph store) under
-// the limits; errors name `field`.
+// the limits (CheckGraphSize); errors name `field`.
 absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
                                          const std::string& field,
                                          const CoreLimits& limits,
@@ -47,12 +57,10 @@ absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
 // `graphs`; NOT_FOUND when it is null or lacks it) or a workload is
 // non-null; errors name prefix + the field (prefix e.g. "step."). None:
 // INVALID_ARGUMENT.
-absl::StatusOr<Graph> ResolveGraph(const v1::OperatorGraph* inline_graph,
-                                   const std::string* graph_sha256,
-                                   const v1::WorkloadRef* workload,
-                                   const std::string& prefix,
-                                   const CoreLimits& limits, const StopFn& stop,
-                                   GraphSource* graphs);
+absl::StatusOr<std::shared_ptr<const Graph>> ResolveGraph(
+    const v1::OperatorGraph* inline_graph, const std::string* graph_sha256,
+    const v1::WorkloadRef* workload, const std::string& prefix,
+    const CoreLimits& limits, const StopFn& stop, GraphSource* graphs);
 
 // An inline profile (validated) or a catalog name, whichever is non-null;
 // errors name prefix + "hardware_inline" or "hardware_name" (prefix e.g.
@@ -64,10 +72,9 @@ absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
 // The same for a message with StepSpec's `graph` oneof (StepSpec,
 // FitRequest) and its `hardware` oneof (StepSpec, FitProfile).
 template <typename Message>
-absl::StatusOr<Graph> ResolveGraphOf(const Message& m,
-                                     const std::string& prefix,
-                                     const CoreLimits& limits,
-                                     const StopFn& stop, GraphSource* graphs) {
+absl::StatusOr<std::shared_ptr<const Graph>> ResolveGraphOf(
+    const Message& m, const std::string& prefix, const CoreLimits& limits,
+    const StopFn& stop, GraphSource* graphs) {
   return ResolveGraph(
       m.has_graph_inline() ? &m.graph_inline() : nullptr,
       m.graph_case() == Message::kGraphSha256 ? &m.graph_sha256() : nullptr,

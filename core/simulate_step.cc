@@ -18,7 +18,7 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
                              ResolveStep(req.step(), limits_, stop, graphs_));
   SLACKSWAP_RETURN_IF_ERROR(
       CheckTimelinePoints(req.timeline_points(), limits_));
-  const Graph& g = step.graph;
+  const Graph& g = step.graph();
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, SimulateWork()));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());

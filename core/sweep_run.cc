@@ -141,7 +141,7 @@ using Emit = std::function<absl::Status(const v1::SweepResponse&)>;
 absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
                      double f, BoundSweep* bounds,
                      std::vector<v1::SweepPoint>& points, const Emit& emit) {
-  const int64_t peak = spec.step.graph.index.saved_bytes;
+  const int64_t peak = spec.step.graph().index.saved_bytes;
   const int64_t budget = Budget::Fraction(f).Resolve(peak);
   PolicyRound round;
   SLACKSWAP_RETURN_IF_ERROR(
@@ -203,7 +203,7 @@ absl::Status TargetAnswer(const SweepSpec& spec, const PolicyRunner& runner,
   SLACKSWAP_ASSIGN_OR_RETURN(
       *msg.mutable_target(),
       FindTarget(runner, policy.name, spec.target, points,
-                 spec.step.graph.index.saved_bytes));
+                 spec.step.graph().index.saved_bytes));
   return emit(msg);
 }
 
@@ -243,8 +243,8 @@ class SweepRunImpl : public SweepRun {
                int64_t max_recompute_tasks, CoreObserver* observer)
       : spec_(std::move(spec)),
         analysis_(std::move(analysis)),
-        ctx_{spec_.step.graph, spec_.step.hw, analysis_,
-             std::max<int64_t>(1, spec_.step.graph.index.saved_bytes), stop},
+        ctx_{spec_.step.graph(), spec_.step.hw, analysis_,
+             std::max<int64_t>(1, spec_.step.graph().index.saved_bytes), stop},
         runner_{ctx_, observer} {
     ctx_.explain = false;  // sweep points carry no plans
     ctx_.optimal_time_limit_s = spec_.optimal_time_limit_s;
@@ -340,7 +340,7 @@ absl::StatusOr<std::unique_ptr<SweepRun>> PlanningCore::StartSweep(
     const v1::SweepRequest& req, const StopFn& stop) const {
   SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec,
                              ResolveSweep(req, limits_, stop, graphs_));
-  const Graph& g = spec.step.graph;
+  const Graph& g = spec.step.graph();
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
       g, req,
       SweepWork(spec.policies, static_cast<int64_t>(spec.fractions.size()),

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "common/format.h"
 #include "common/status_macros.h"
@@ -15,13 +16,18 @@ namespace {
 // Indices are int32 inside the core.
 constexpr int64_t kMaxEntities = std::numeric_limits<int32_t>::max() / 2;
 
+// Messages name the op or tensor they are about. The name is made only for
+// a message, not for every op and tensor converted (two strings built per
+// element of a graph of millions).
+using Where = absl::FunctionRef<std::string()>;
+
 std::string OpWhere(const v1::Op& op, int i) {
   return absl::StrCat(
       "op ", op.id(), " (", op.name().empty() ? "ops[" : "",
       op.name().empty() ? absl::StrCat(i, "]") : ShortName(op.name()), ")");
 }
 
-absl::StatusOr<OpKind> OpKindFromProto(v1::OpKind k, const std::string& where) {
+absl::StatusOr<OpKind> OpKindFromProto(v1::OpKind k, Where where) {
   switch (k) {
     case v1::OP_KIND_UNSPECIFIED:
     case v1::OP_KIND_MEMORY_BOUND:
@@ -34,7 +40,7 @@ absl::StatusOr<OpKind> OpKindFromProto(v1::OpKind k, const std::string& where) {
       return OpKind::kFlashAttention;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": cost.kind has unknown value ", k));
+          absl::StrCat(where(), ": cost.kind has unknown value ", k));
   }
 }
 
@@ -52,14 +58,13 @@ v1::OpKind OpKindToProto(OpKind k) {
   return v1::OP_KIND_UNSPECIFIED;
 }
 
-absl::StatusOr<OpCost> CostFromProto(const v1::OpCost& pb,
-                                     const std::string& where) {
+absl::StatusOr<OpCost> CostFromProto(const v1::OpCost& pb, Where where) {
   // Without a kind the FLOPs would cost nothing: say so rather than ignore
   // them.
   if (pb.kind() == v1::OP_KIND_UNSPECIFIED && pb.flops() > 0 &&
       !pb.has_duration_ns()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": cost.flops is ", pb.flops(),
+        where(), ": cost.flops is ", pb.flops(),
         " but cost.kind is unset; set OP_KIND_MATMUL, "
         "OP_KIND_BATCHED_MATMUL or OP_KIND_FLASH_ATTENTION to cost the "
         "FLOPs, or OP_KIND_MEMORY_BOUND to cost the op by its bytes alone"));
@@ -81,8 +86,7 @@ void CostToProto(const OpCost& c, v1::OpCost* pb) {
   pb->set_kind(OpKindToProto(c.kind));
 }
 
-absl::StatusOr<TensorKind> TensorKindFromProto(v1::TensorKind k,
-                                               const std::string& where) {
+absl::StatusOr<TensorKind> TensorKindFromProto(v1::TensorKind k, Where where) {
   switch (k) {
     case v1::TENSOR_KIND_UNSPECIFIED:
     case v1::TENSOR_KIND_ACTIVATION:
@@ -97,7 +101,7 @@ absl::StatusOr<TensorKind> TensorKindFromProto(v1::TensorKind k,
       return TensorKind::kInput;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": kind has unknown value ", k));
+          absl::StrCat(where(), ": kind has unknown value ", k));
   }
 }
 
@@ -117,7 +121,7 @@ v1::TensorKind TensorKindToProto(TensorKind k) {
   return v1::TENSOR_KIND_UNSPECIFIED;
 }
 
-absl::StatusOr<Phase> PhaseFromProto(v1::Phase p, const std::string& where) {
+absl::StatusOr<Phase> PhaseFromProto(v1::Phase p, Where where) {
   switch (p) {
     case v1::PHASE_FORWARD:
       return Phase::kForward;
@@ -127,7 +131,7 @@ absl::StatusOr<Phase> PhaseFromProto(v1::Phase p, const std::string& where) {
       return Phase::kOptimizer;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
-          where,
+          where(),
           ": phase must be PHASE_FORWARD, PHASE_BACKWARD or "
           "PHASE_OPTIMIZER, got ",
           v1::Phase_Name(p).empty() ? std::to_string(p) : v1::Phase_Name(p)));
@@ -175,17 +179,16 @@ v1::Duplex DuplexToProto(Duplex d) {
 
 // Resolves wire ids to indices; `where` names the referring field.
 absl::Status ResolveIds(const google::protobuf::RepeatedField<int64_t>& ids,
-                        const absl::flat_hash_map<int64_t, int32_t>& index,
-                        const std::string& where, const char* field,
-                        TensorIds* out) {
+                        const GraphConverter::IdIndex& index, Where where,
+                        const char* field, TensorIds* out) {
   out->reserve(ids.size());
   for (int64_t id : ids) {
-    auto it = index.find(id);
-    if (it == index.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": ", field, " tensor ", id, " does not exist"));
+    const int32_t i = index.Find(id);
+    if (i < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), ": ", field, " tensor ", id, " does not exist"));
     }
-    out->push_back(it->second);
+    out->push_back(i);
   }
   return absl::OkStatus();
 }
@@ -198,119 +201,170 @@ int64_t UsToNs(double us) {
 
 namespace {
 
-// Wire ids to indices.
-using IdIndex = absl::flat_hash_map<int64_t, int32_t>;
-
 absl::Status ConversionStopped() {
   return absl::CancelledError("converting the graph stopped");
 }
 
-absl::StatusOr<Tensor> TensorFromProto(const v1::Tensor& t,
-                                       const std::string& where) {
+std::string TensorWhere(const v1::Tensor& t) {
+  return absl::StrCat("tensor ", t.id(), " (", ShortName(t.name()), ")");
+}
+
+// Names are packed into the pool's blocks; dtypes and shapes, which a graph
+// repeats across all its tensors, are held once each.
+absl::StatusOr<Tensor> TensorFromProto(const v1::Tensor& t, TextPool& text) {
   Tensor tensor;
-  tensor.name = t.name();
-  tensor.bytes = t.size_bytes();
-  tensor.dtype = t.dtype();
-  tensor.shape = t.shape();
-  tensor.external_id = t.id();
+  const auto where = [&] { return TensorWhere(t); };
   SLACKSWAP_ASSIGN_OR_RETURN(tensor.kind, TensorKindFromProto(t.kind(), where));
   if (!v1::RecomputeClass_IsValid(t.recompute_class())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": recompute_class has unknown value ", t.recompute_class()));
+        where(), ": recompute_class has unknown value ", t.recompute_class()));
   }
   tensor.recompute_class = static_cast<RecomputeClass>(t.recompute_class());
+  tensor.name = text.Add(t.name());
+  tensor.bytes = t.size_bytes();
+  tensor.dtype = text.Intern(t.dtype());
+  tensor.shape = text.Intern(t.shape());
+  tensor.external_id = t.id();
   return tensor;
-}
-
-// g's tensors from pb's, with their rebuild recipes, and the index of their
-// wire ids.
-absl::Status TensorsFromProto(const v1::OperatorGraph& pb, StopPoller& poller,
-                              Graph& g, IdIndex& tensor_index) {
-  tensor_index.reserve(pb.tensors_size());
-  for (int i = 0; i < pb.tensors_size(); ++i) {
-    if (poller.Stop()) return ConversionStopped();
-    const v1::Tensor& t = pb.tensors(i);
-    auto [it, inserted] = tensor_index.emplace(t.id(), i);
-    if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensors[", i, "]: id ", t.id(), " is already used by tensors[",
-          it->second, "] (", ShortName(pb.tensors(it->second).name()), ")"));
-    }
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        Tensor tensor,
-        TensorFromProto(t, absl::StrCat("tensor ", t.id(), " (",
-                                        ShortName(t.name()), ")")));
-    g.tensors.push_back(std::move(tensor));
-  }
-  // Rebuild inputs refer to tensors, so they resolve once all are known.
-  for (int i = 0; i < pb.tensors_size(); ++i) {
-    if (poller.Stop()) return ConversionStopped();
-    const v1::Tensor& t = pb.tensors(i);
-    if (!t.has_rebuild()) continue;
-    const std::string where =
-        absl::StrCat("tensor ", t.id(), " (", ShortName(t.name()), ") rebuild");
-    Rebuild r;
-    SLACKSWAP_RETURN_IF_ERROR(ResolveIds(t.rebuild().input_ids(), tensor_index,
-                                         where, "input", &r.inputs));
-    SLACKSWAP_ASSIGN_OR_RETURN(r.cost,
-                               CostFromProto(t.rebuild().cost(), where));
-    g.tensors[i].rebuild = std::move(r);
-  }
-  return absl::OkStatus();
-}
-
-// g's ops from pb's. REQUIRES: g's tensors converted (tensor_index).
-absl::Status OpsFromProto(const v1::OperatorGraph& pb,
-                          const IdIndex& tensor_index, StopPoller& poller,
-                          Graph& g) {
-  IdIndex op_index;
-  op_index.reserve(pb.ops_size());
-  for (int i = 0; i < pb.ops_size(); ++i) {
-    if (poller.Stop()) return ConversionStopped();
-    const v1::Op& o = pb.ops(i);
-    const std::string where = OpWhere(o, i);
-    auto [it, inserted] = op_index.emplace(o.id(), i);
-    if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ops[", i, "]: id ", o.id(), " is already used by ops[", it->second,
-          "] (", ShortName(pb.ops(it->second).name()), ")"));
-    }
-    Op op;
-    op.name = o.name();
-    op.external_id = o.id();
-    op.layer = o.layer();
-    op.workspace_bytes = o.workspace_bytes();
-    SLACKSWAP_ASSIGN_OR_RETURN(op.phase, PhaseFromProto(o.phase(), where));
-    SLACKSWAP_ASSIGN_OR_RETURN(op.cost, CostFromProto(o.cost(), where));
-    SLACKSWAP_RETURN_IF_ERROR(
-        ResolveIds(o.input_ids(), tensor_index, where, "input", &op.inputs));
-    SLACKSWAP_RETURN_IF_ERROR(
-        ResolveIds(o.output_ids(), tensor_index, where, "output", &op.outputs));
-    g.ops.push_back(std::move(op));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
 
+void GraphConverter::IdIndex::Reserve(int64_t n) { reserve_ = n; }
+
+bool GraphConverter::IdIndex::Add(int64_t id, int32_t* used) {
+  if (run_) {
+    // Unsigned: a hostile id far from the first does not overflow.
+    if (size_ == 0) first_ = id;
+    if (static_cast<uint64_t>(id) - static_cast<uint64_t>(first_) ==
+        static_cast<uint64_t>(size_)) {
+      ++size_;
+      return true;
+    }
+    // Out of the run: the ids so far go to the table.
+    run_ = false;
+    map_.reserve(static_cast<size_t>(reserve_));
+    for (int32_t i = 0; i < size_; ++i) {
+      map_.emplace(static_cast<int64_t>(static_cast<uint64_t>(first_) + i), i);
+    }
+  }
+  auto [it, inserted] = map_.emplace(id, size_);
+  if (!inserted) {
+    *used = it->second;
+    return false;
+  }
+  ++size_;
+  return true;
+}
+
+int32_t GraphConverter::IdIndex::Find(int64_t id) const {
+  if (run_) {
+    const uint64_t i =
+        static_cast<uint64_t>(id) - static_cast<uint64_t>(first_);
+    return i < static_cast<uint64_t>(size_) ? static_cast<int32_t>(i) : -1;
+  }
+  auto it = map_.find(id);
+  return it == map_.end() ? -1 : it->second;
+}
+
+GraphConverter::GraphConverter(const StopFn& stop)
+    : poller_(stop), stop_(stop) {}
+
+void GraphConverter::Reserve(int64_t tensors, int64_t ops) {
+  g_.tensors.reserve(static_cast<size_t>(tensors));
+  g_.ops.reserve(static_cast<size_t>(ops));
+  tensor_index_.Reserve(tensors);
+  op_index_.Reserve(ops);
+}
+
+void GraphConverter::SetNames(std::string name, std::string description) {
+  g_.name = std::move(name);
+  g_.description = std::move(description);
+}
+
+absl::Status GraphConverter::AddTensor(const v1::Tensor& t) {
+  if (poller_.Stop()) return ConversionStopped();
+  const int32_t i = static_cast<int32_t>(g_.tensors.size());
+  int32_t used = 0;
+  if (!tensor_index_.Add(t.id(), &used)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensors[", i, "]: id ", t.id(), " is already used by tensors[", used,
+        "] (", ShortName(g_.tensors[used].name), ")"));
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(Tensor tensor, TensorFromProto(t, text_));
+  g_.tensors.push_back(std::move(tensor));
+  if (t.has_rebuild()) rebuilds_.emplace_back(i, t.rebuild());
+  return absl::OkStatus();
+}
+
+// Rebuild inputs refer to tensors, so they resolve once all are known.
+absl::Status GraphConverter::ResolveRebuilds() {
+  rebuilds_resolved_ = true;
+  for (const auto& [i, pb] : rebuilds_) {
+    if (poller_.Stop()) return ConversionStopped();
+    const Tensor& t = g_.tensors[i];
+    const auto where = [&] {
+      return absl::StrCat("tensor ", t.external_id, " (", ShortName(t.name),
+                          ") rebuild");
+    };
+    Rebuild r;
+    SLACKSWAP_RETURN_IF_ERROR(
+        ResolveIds(pb.input_ids(), tensor_index_, where, "input", &r.inputs));
+    SLACKSWAP_ASSIGN_OR_RETURN(r.cost, CostFromProto(pb.cost(), where));
+    g_.tensors[i].rebuild = std::move(r);
+  }
+  rebuilds_.clear();
+  rebuilds_.shrink_to_fit();
+  return absl::OkStatus();
+}
+
+absl::Status GraphConverter::AddOp(const v1::Op& o) {
+  if (!rebuilds_resolved_) SLACKSWAP_RETURN_IF_ERROR(ResolveRebuilds());
+  if (poller_.Stop()) return ConversionStopped();
+  const int32_t i = static_cast<int32_t>(g_.ops.size());
+  const auto where = [&] { return OpWhere(o, i); };
+  int32_t used = 0;
+  if (!op_index_.Add(o.id(), &used)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ops[", i, "]: id ", o.id(), " is already used by ops[",
+                     used, "] (", ShortName(g_.ops[used].name), ")"));
+  }
+  Op op;
+  SLACKSWAP_ASSIGN_OR_RETURN(op.phase, PhaseFromProto(o.phase(), where));
+  SLACKSWAP_ASSIGN_OR_RETURN(op.cost, CostFromProto(o.cost(), where));
+  SLACKSWAP_RETURN_IF_ERROR(
+      ResolveIds(o.input_ids(), tensor_index_, where, "input", &op.inputs));
+  SLACKSWAP_RETURN_IF_ERROR(
+      ResolveIds(o.output_ids(), tensor_index_, where, "output", &op.outputs));
+  op.name = text_.Add(o.name());
+  op.external_id = o.id();
+  op.layer = o.layer();
+  op.workspace_bytes = o.workspace_bytes();
+  g_.ops.push_back(std::move(op));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Graph> GraphConverter::Finish() && {
+  if (!rebuilds_resolved_) SLACKSWAP_RETURN_IF_ERROR(ResolveRebuilds());
+  SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g_, stop_));
+  return std::move(g_);
+}
+
 absl::StatusOr<Graph> GraphFromProto(const v1::OperatorGraph& pb,
                                      const StopFn& stop) {
-  StopPoller poller(stop);
   if (pb.tensors_size() > kMaxEntities || pb.ops_size() > kMaxEntities) {
     return absl::InvalidArgumentError(absl::StrCat(
         "graph ", QuoteInput(pb.name()), " is too large: ", pb.tensors_size(),
         " tensors, ", pb.ops_size(), " ops"));
   }
-  Graph g;
-  g.name = pb.name();
-  g.description = pb.description();
-  g.tensors.reserve(pb.tensors_size());
-  g.ops.reserve(pb.ops_size());
-  IdIndex tensor_index;
-  SLACKSWAP_RETURN_IF_ERROR(TensorsFromProto(pb, poller, g, tensor_index));
-  SLACKSWAP_RETURN_IF_ERROR(OpsFromProto(pb, tensor_index, poller, g));
-  SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g, stop));
-  return g;
+  GraphConverter c(stop);
+  c.SetNames(pb.name(), pb.description());
+  c.Reserve(pb.tensors_size(), pb.ops_size());
+  for (const v1::Tensor& t : pb.tensors()) {
+    SLACKSWAP_RETURN_IF_ERROR(c.AddTensor(t));
+  }
+  for (const v1::Op& o : pb.ops()) SLACKSWAP_RETURN_IF_ERROR(c.AddOp(o));
+  return std::move(c).Finish();
 }
 
 v1::OperatorGraph GraphToProto(const Graph& g) {
@@ -320,13 +374,13 @@ v1::OperatorGraph GraphToProto(const Graph& g) {
   for (const Tensor& t : g.tensors) {
     v1::Tensor* out = pb.add_tensors();
     out->set_id(t.external_id);
-    out->set_name(t.name);
+    out->set_name(t.name.str());
     out->set_size_bytes(t.bytes);
     out->set_kind(TensorKindToProto(t.kind));
     out->set_recompute_class(
         static_cast<v1::RecomputeClass>(t.recompute_class));
-    out->set_dtype(t.dtype);
-    out->set_shape(t.shape);
+    out->set_dtype(t.dtype.str());
+    out->set_shape(t.shape.str());
     if (t.rebuild.has_value()) {
       v1::Rebuild* r = out->mutable_rebuild();
       for (int32_t in : t.rebuild->inputs) {
@@ -338,7 +392,7 @@ v1::OperatorGraph GraphToProto(const Graph& g) {
   for (const Op& o : g.ops) {
     v1::Op* out = pb.add_ops();
     out->set_id(o.external_id);
-    out->set_name(o.name);
+    out->set_name(o.name.str());
     out->set_phase(PhaseToProto(o.phase));
     for (int32_t in : o.inputs) out->add_input_ids(g.tensors[in].external_id);
     for (int32_t t : o.outputs) out->add_output_ids(g.tensors[t].external_id);
@@ -499,9 +553,9 @@ v1::Plan PlanToProto(const Plan& plan, const Graph& g,
     if (d.action == Action::kKeep && !include_kept) continue;
     v1::Decision* out = pb.add_decisions();
     out->set_tensor_id(g.tensors[t].external_id);
-    out->set_tensor_name(g.tensors[t].name);
+    out->set_tensor_name(g.tensors[t].name.str());
     out->set_size_bytes(g.tensors[t].bytes);
-    out->set_reason(d.reason);
+    out->set_reason(d.reason.str());
     out->set_transfer_ns(d.transfer_ns);
     out->set_recompute_ns(d.recompute_ns);
     switch (d.action) {
@@ -565,7 +619,8 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
         out->set_kind(v1::EVENT_KIND_PREFETCH);
         break;
     }
-    out->set_name(compute ? g.ops[e.index].name : g.tensors[e.index].name);
+    out->set_name(
+        (compute ? g.ops[e.index].name : g.tensors[e.index].name).str());
     out->set_id(compute ? g.ops[e.index].external_id
                         : g.tensors[e.index].external_id);
     out->set_start_ns(e.start_ns);

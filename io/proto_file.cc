@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -140,7 +141,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   if (in.bad()) {
     return absl::DataLossError(absl::StrCat(path, ": read failed"));
   }
-  return data.str();
+  // Moved out, not copied: a graph file can be hundreds of megabytes.
+  return std::move(data).str();
 }
 
 absl::Status WriteFile(const std::string& path, absl::string_view data) {

@@ -53,7 +53,7 @@ TEST_P(CostModelReferenceTest, OpTimesMatchReference) {
   ASSERT_TRUE(IndexGraph(*g).ok());
   std::map<std::string, int32_t> by_name;
   for (int32_t i = 0; i < static_cast<int32_t>(g->ops.size()); ++i) {
-    by_name[g->ops[i].name] = i;
+    by_name[g->ops[i].name.str()] = i;
   }
   const Struct& variant =
       At(Reference(), {"models", p.model, "attention", p.attention})

@@ -22,7 +22,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "common/boxed.h"
 #include "common/stop.h"
+#include "common/text.h"
 
 namespace slackswap {
 
@@ -82,25 +84,33 @@ struct Rebuild {
   OpCost cost;
 };
 
+// Names, dtypes and shapes are Texts (common/text.h): 16 bytes where a
+// std::string is 32 plus a heap block for a long name, and a graph read
+// from the wire or built packs its names into shared blocks and holds each
+// distinct dtype and shape once. A 10^6-op graph has 1.7 million tensors,
+// which every pass walks.
 struct Tensor {
-  std::string name;
+  Text name;
   int64_t bytes = 0;
   TensorKind kind = TensorKind::kActivation;
   RecomputeClass recompute_class = RecomputeClass::kUnspecified;
-  std::optional<Rebuild> rebuild;
-  std::string dtype;
-  std::string shape;
+  // Boxed: 8 bytes where std::optional<Rebuild> takes 72. Few tensors have
+  // one, and the passes that walk every tensor walk past this field.
+  Boxed<Rebuild> rebuild;
+  Text dtype;
+  Text shape;
   // The id this tensor has in files and on the wire.
   int64_t external_id = 0;
 };
 
 struct Op {
-  std::string name;
+  Text name;
   Phase phase = Phase::kForward;
+  // Beside the phase, in its padding.
+  int32_t layer = -1;
   TensorIds inputs;
   TensorIds outputs;
   int64_t workspace_bytes = 0;
-  int32_t layer = -1;
   OpCost cost;
   int64_t external_id = 0;
 };

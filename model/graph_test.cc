@@ -7,6 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/plan.h"
+#include "model/workloads.h"
 
 namespace slackswap {
 namespace {
@@ -203,6 +205,30 @@ TEST(IndexGraphTest, StopsWithOneErrorWhereverTheStopFunctionSaysSo) {
     EXPECT_EQ(s.message(), "indexing the graph stopped");
     EXPECT_EQ(calls, yes_at);  // not asked again once it said so
   }
+}
+
+// The sizes docs/PERFORMANCE.md ("A very large graph, file to answer")
+// gives: every pass walks these, a million of each on a 10^6-op graph.
+TEST(GraphLayoutTest, TensorsOpsAndDecisionsAreCompact) {
+  EXPECT_EQ(sizeof(Tensor), 80u);
+  EXPECT_EQ(sizeof(Op), 128u);
+  EXPECT_EQ(sizeof(Decision), 32u);
+}
+
+// A built graph's names, dtypes and shapes live in blocks it shares with
+// its copies: a copy outlives the original.
+TEST(GraphLayoutTest, ACopyOutlivesTheOriginal) {
+  absl::StatusOr<Graph> g = BuildWorkload("bert-large", {.layers = 1});
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string name = g->tensors.back().name.str();
+  const std::string dtype = g->tensors.back().dtype.str();
+  const std::string op = g->ops.back().name.str();
+  Graph copy = *g;
+  *g = Graph();
+  EXPECT_EQ(copy.tensors.back().name, name);
+  EXPECT_EQ(copy.tensors.back().dtype, dtype);
+  EXPECT_EQ(copy.ops.back().name, op);
+  EXPECT_FALSE(dtype.empty());
 }
 
 }  // namespace

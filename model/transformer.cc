@@ -154,11 +154,11 @@ class Builder {
   int32_t NewTensor(absl::string_view name, int64_t bytes, std::string shape,
                     std::string dtype, TensorKind kind, bool differentiable) {
     Tensor t;
-    t.name = absl::StrCat(prefix_, name);
+    t.name = text_.Add(absl::StrCat(prefix_, name));
     t.bytes = bytes;
     t.kind = kind;
-    t.dtype = std::move(dtype);
-    t.shape = std::move(shape);
+    t.dtype = text_.Intern(dtype);
+    t.shape = text_.Intern(shape);
     int32_t id = g_.AddTensor(std::move(t));
     differentiable_.resize(g_.tensors.size(), false);
     differentiable_[id] = differentiable;
@@ -184,12 +184,11 @@ class Builder {
   int32_t Mask(absl::string_view op, int64_t elems, std::string shape) {
     int32_t m = Aux(absl::StrCat(op, ".mask"), elems * kMaskBytes,
                     std::move(shape), "uint8");
-    Rebuild r;
+    Rebuild& r = g_.tensors[m].rebuild.emplace();
     r.cost.kind = OpKind::kMemoryBound;
     r.cost.flops = static_cast<double>(elems);
     r.cost.bytes_accessed = elems * kMaskBytes;
     r.cost.kernels = 1;
-    g_.tensors[m].rebuild = std::move(r);
     return m;
   }
 
@@ -200,7 +199,7 @@ class Builder {
             std::vector<int32_t> fwd_params, std::vector<int32_t> bwd_params,
             const std::vector<Saved>& saved) {
     Op op;
-    op.name = absl::StrCat(prefix_, name);
+    op.name = text_.Add(absl::StrCat(prefix_, name));
     op.phase = Phase::kForward;
     op.layer = layer_;
     op.inputs.assign(inputs.begin(), inputs.end());
@@ -627,7 +626,7 @@ class Builder {
       layer_ = fwd.layer;
       prefix_.clear();
       Op op;
-      op.name = absl::StrCat(fwd.name, ".bwd");
+      op.name = text_.Add(absl::StrCat(fwd.name.view(), ".bwd"));
       op.phase = Phase::kBackward;
       op.layer = fwd.layer;
       op.cost = it->bwd_cost;
@@ -642,11 +641,12 @@ class Builder {
         if (std::find(seen.begin(), seen.end(), in) != seen.end()) continue;
         seen.push_back(in);
         const Tensor& t = g_.tensors[in];
-        std::string name = fwd_consumers[in] > 1
-                               ? absl::StrCat(t.name, ".grad.", fwd.name)
-                               : absl::StrCat(t.name, ".grad");
+        std::string name =
+            fwd_consumers[in] > 1
+                ? absl::StrCat(t.name.view(), ".grad.", fwd.name.view())
+                : absl::StrCat(t.name.view(), ".grad");
         Tensor grad;
-        grad.name = std::move(name);
+        grad.name = text_.Add(name);
         grad.bytes = t.bytes;
         grad.kind = TensorKind::kGradient;
         grad.dtype = t.dtype;
@@ -665,6 +665,8 @@ class Builder {
   const int64_t t_;
   const int64_t h_;
   const Names names_;
+  // The graph's names, packed; its dtypes and shapes, held once each.
+  TextPool text_;
   Graph g_;
   std::vector<Forward> fwd_;
   std::vector<bool> differentiable_;

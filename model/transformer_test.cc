@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
@@ -289,7 +290,8 @@ TEST_P(TransformerReferenceTest, BackwardMirrorsForward) {
   EXPECT_EQ(g_.index.first_backward_op, n / 2);
   for (int32_t i = 0; i < n / 2; ++i) {
     EXPECT_EQ(g_.ops[i].phase, Phase::kForward);
-    EXPECT_EQ(g_.ops[n - 1 - i].name, g_.ops[i].name + ".bwd");
+    EXPECT_EQ(g_.ops[n - 1 - i].name,
+              absl::StrCat(g_.ops[i].name.view(), ".bwd"));
   }
 }
 

@@ -12,12 +12,16 @@ namespace {
 
 // Rebuilding t re-runs its producer (each op once per chain, however many
 // outputs it restores) or its Rebuild recipe (each recipe once per chain),
-// then the same for every input that is dropped too. Walked with an explicit
-// stack: chains are as long as the graph.
-int64_t Cost(const Graph& g, const OpDurations& d, const Plan& plan, int32_t t,
-             absl::flat_hash_set<int32_t>& rebuilt) {
+// then the same for every input that is dropped too (`needs_rebuild`).
+// Walked with an explicit stack: chains are as long as the graph. `stack` is
+// scratch, left empty.
+template <typename NeedsRebuildFn>
+int64_t Cost(const Graph& g, const OpDurations& d, int32_t t,
+             const NeedsRebuildFn& needs_rebuild,
+             absl::flat_hash_set<int32_t>& rebuilt,
+             std::vector<int32_t>& stack) {
   int64_t total = 0;
-  std::vector<int32_t> stack = {t};
+  stack.push_back(t);
   while (!stack.empty()) {
     const int32_t x = stack.back();
     stack.pop_back();
@@ -31,10 +35,18 @@ int64_t Cost(const Graph& g, const OpDurations& d, const Plan& plan, int32_t t,
       total = SaturatingAdd(total, d.op_ns[p]);
     }
     for (int32_t in : RebuildInputs(g, x)) {
-      if (NeedsRebuild(g, plan, in)) stack.push_back(in);
+      if (needs_rebuild(in)) stack.push_back(in);
     }
   }
   return total;
+}
+
+int64_t Cost(const Graph& g, const OpDurations& d, const Plan& plan, int32_t t,
+             absl::flat_hash_set<int32_t>& rebuilt) {
+  std::vector<int32_t> stack;
+  return Cost(
+      g, d, t, [&](int32_t in) { return NeedsRebuild(g, plan, in); }, rebuilt,
+      stack);
 }
 
 }  // namespace
@@ -100,7 +112,15 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
   }
   a.peak_ns = a.op_start_ns[a.peak_op];
 
-  const Plan keep_all = Plan::KeepAll(g);
+  // RecomputeCostNs under the keep-all plan, with no plan made for it (one
+  // decision per tensor): only unsaved forward tensors are dropped. The
+  // set and the stack are reused: most chains are short.
+  const auto dropped = [&](int32_t in) {
+    const int32_t p = idx.producer[in];
+    return p != kNone && !idx.is_saved[in] && g.ops[p].phase == Phase::kForward;
+  };
+  absl::flat_hash_set<int32_t> rebuilt;
+  std::vector<int32_t> stack;
   a.candidate_of.assign(g.tensors.size(), kNone);
   a.candidates.reserve(idx.saved.size());
   // One chain is linear in the graph; all of them may not be.
@@ -117,7 +137,8 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
     c.first_bwd_use = idx.first_bwd_use[t];
     c.d2h_ns = hw.TransferNs(c.bytes, Direction::kD2H, false);
     c.h2d_ns = hw.TransferNs(c.bytes, Direction::kH2D, false);
-    c.recompute_ns = RecomputeCostNs(g, a.durations, keep_all, t);
+    rebuilt.clear();
+    c.recompute_ns = Cost(g, a.durations, t, dropped, rebuilt, stack);
     a.candidate_of[t] = static_cast<int32_t>(a.candidates.size());
     a.candidates.push_back(c);
   }

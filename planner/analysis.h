@@ -23,12 +23,14 @@
 
 namespace slackswap {
 
+// The int32 fields first, then the int64 ones: 48 bytes, no padding (a
+// 10^6-op step has a million candidates, which the searches sort and walk).
 struct Candidate {
   int32_t tensor = kNone;
-  int64_t bytes = 0;
   int32_t producer = kNone;
   int32_t last_fwd_use = kNone;  // kNone: read only in backward
   int32_t first_bwd_use = kNone;
+  int64_t bytes = 0;
   // Solo copy times, latency included.
   int64_t d2h_ns = 0;
   int64_t h2d_ns = 0;

@@ -65,5 +65,8 @@ TEST(RecomputeCostTest, ChainsThroughWhatThePlanDrops) {
   EXPECT_EQ(RecomputeCostNs(c.g, a->durations, plan, c.z), 50);
 }
 
+// docs/PERFORMANCE.md gives it: a 10^6-op step has a million candidates.
+TEST(AnalysisTest, CandidatesAreCompact) { EXPECT_EQ(sizeof(Candidate), 48u); }
+
 }  // namespace
 }  // namespace slackswap

@@ -61,7 +61,7 @@ void ExpectSameJudged(const Judged& a, const Judged& b) {
     const Decision& y = b.plan.decisions[t];
     EXPECT_EQ(x.action, y.action) << "tensor " << t;
     EXPECT_EQ(x.prefetch_after_op, y.prefetch_after_op) << "tensor " << t;
-    EXPECT_EQ(x.reason, y.reason) << "tensor " << t;
+    EXPECT_EQ(x.reason.str(), y.reason.str()) << "tensor " << t;
   }
   EXPECT_EQ(a.plan.budget_bytes, b.plan.budget_bytes);
   EXPECT_EQ(a.result.feasible, b.result.feasible);
@@ -194,7 +194,7 @@ TEST(JudgeMemoTest, ARoundSharingOnePlansWhatEachPlansAlone) {
           EXPECT_EQ(a->decisions[t].action, b->decisions[t].action);
           EXPECT_EQ(a->decisions[t].prefetch_after_op,
                     b->decisions[t].prefetch_after_op);
-          EXPECT_EQ(a->decisions[t].reason, b->decisions[t].reason);
+          EXPECT_EQ(a->decisions[t].reason.str(), b->decisions[t].reason.str());
           EXPECT_EQ(a->decisions[t].recompute_ns, b->decisions[t].recompute_ns);
         }
         EXPECT_EQ(a->policy, policy);

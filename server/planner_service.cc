@@ -108,8 +108,10 @@ void SetResponse(const std::string& bytes, grpc::ByteBuffer* out) {
 }
 
 // A graph held in the store is charged this many times its canonical wire
-// size: the converted, indexed domain graph (measured 2 to 3 times on the
-// reference workloads and chains).
+// size: the converted, indexed domain graph (measured, malloc's bytes in
+// use: 2.4-2.7 times on gpt2-xl at 48 and 10,000 layers, 7.1-7.6 on
+// 200,000-link chains and fan-outs and a 400,000-op forward chain, whose
+// names are short).
 constexpr int64_t kStoredBytesPerWireByte = 4;
 
 // The most sweep messages computed but not yet written before the sweep

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 #include <iterator>
+#include <limits>
+#include <utility>
 
 #include "common/saturating.h"
 
@@ -52,40 +54,95 @@ int32_t CachingAllocator::NewBlock(int64_t address, int64_t size, bool small) {
   return b;
 }
 
+template <typename T>
+void CachingAllocator::SortedSet<T>::Insert(const T& v) {
+  if (tree_ == nullptr && few_.size() < kFew) {
+    few_.insert(std::lower_bound(few_.begin(), few_.end(), v, std::greater<>()),
+                v);
+    return;
+  }
+  if (tree_ == nullptr) {
+    tree_ = std::make_unique<absl::btree_set<T>>(few_.begin(), few_.end());
+    few_.clear();
+  }
+  tree_->insert(v);
+}
+
+template <typename T>
+void CachingAllocator::SortedSet<T>::Erase(const T& v) {
+  if (tree_ == nullptr) {
+    few_.erase(std::lower_bound(few_.begin(), few_.end(), v, std::greater<>()));
+    return;
+  }
+  tree_->erase(v);
+  // Small again: back to the vector.
+  if (tree_->empty()) tree_.reset();
+}
+
+template <typename T>
+void CachingAllocator::SortedSet<T>::EraseAt(const T* e) {
+  if (tree_ != nullptr) {
+    Erase(*e);
+    return;
+  }
+  few_.erase(few_.begin() + (e - few_.data()));
+}
+
+template <typename T>
+std::pair<const T*, const T*> CachingAllocator::SortedSet<T>::AtLeast(
+    const T& v) const {
+  if (tree_ != nullptr) {
+    auto it = tree_->lower_bound(v);
+    if (it == tree_->end()) return {nullptr, nullptr};
+    auto next = std::next(it);
+    return {&*it, next == tree_->end() ? nullptr : &*next};
+  }
+  // Descending: the elements >= v come first, the smallest of them last.
+  auto it = std::lower_bound(few_.begin(), few_.end(), v, std::greater<>());
+  if (it == few_.end() || *it != v) {
+    if (it == few_.begin()) return {nullptr, nullptr};
+    --it;
+  }
+  return {&*it, it == few_.begin() ? nullptr : &*std::prev(it)};
+}
+
 void CachingAllocator::FreeSet::Insert(int64_t size, int64_t address,
                                        int32_t b) {
   Bucket& bucket = buckets_[size];
-  if (bucket.empty()) {
-    sizes_.insert(std::lower_bound(sizes_.begin(), sizes_.end(), size), size);
-  }
-  const std::pair<int64_t, int32_t> key = {address, b};
-  bucket.insert(
-      std::lower_bound(bucket.begin(), bucket.end(), key, std::greater<>()),
-      key);
+  if (bucket.empty()) sizes_.Insert(size);
+  bucket.Insert({address, b});
 }
 
 void CachingAllocator::FreeSet::Erase(int64_t size, int64_t address,
                                       int32_t b) {
   Bucket& bucket = buckets_.find(size)->second;
-  bucket.erase(std::lower_bound(bucket.begin(), bucket.end(),
-                                std::make_pair(address, b), std::greater<>()));
-  if (bucket.empty()) {
-    sizes_.erase(std::lower_bound(sizes_.begin(), sizes_.end(), size));
-  }
+  bucket.Erase({address, b});
+  if (bucket.empty()) sizes_.Erase(size);
 }
 
-int32_t CachingAllocator::FreeSet::BestFit(int64_t size,
-                                           int32_t last_resort) const {
-  auto it = std::lower_bound(sizes_.begin(), sizes_.end(), size);
-  if (it == sizes_.end()) return -1;
-  const Bucket& bucket = buckets_.find(*it)->second;
-  const int32_t best = bucket.back().second;
-  if (best != last_resort) return best;
-  if (bucket.size() > 1) return bucket[bucket.size() - 2].second;
-  if (std::next(it) != sizes_.end()) {
-    return buckets_.find(*std::next(it))->second.back().second;
+int32_t CachingAllocator::FreeSet::TakeBestFit(int64_t size,
+                                               int32_t last_resort) {
+  constexpr std::pair<int64_t, int32_t> kLowest = {
+      std::numeric_limits<int64_t>::min(), std::numeric_limits<int32_t>::min()};
+  auto [fit, next_size] = sizes_.AtLeast(size);
+  if (fit == nullptr) return -1;
+  Bucket* bucket = &buckets_.find(*fit)->second;
+  auto [taken, next] = bucket->AtLeast(kLowest);
+  // The one after it: the next of its size by address, else the lowest
+  // address of the next size (PyTorch's order either way).
+  if (taken->second == last_resort) {
+    if (next != nullptr) {
+      taken = next;
+    } else if (next_size != nullptr) {
+      fit = next_size;
+      bucket = &buckets_.find(*fit)->second;
+      taken = bucket->AtLeast(kLowest).first;
+    }
   }
-  return best;
+  const int32_t b = taken->second;
+  bucket->EraseAt(taken);
+  if (bucket->empty()) sizes_.EraseAt(fit);
+  return b;
 }
 
 void CachingAllocator::Insert(int32_t b) {
@@ -98,10 +155,10 @@ void CachingAllocator::Erase(int32_t b) {
   free_[block.small].Erase(block.size, block.address, b);
 }
 
-int32_t CachingAllocator::FindFree(bool small, int64_t size) const {
+int32_t CachingAllocator::TakeFree(bool small, int64_t size) {
   // PyTorch sizes the free block next to a segment's unmapped rest by what
   // it could grow to: it goes only to a request no other block fits.
-  return free_[small].BestFit(
+  return free_[small].TakeBestFit(
       size, config_.expandable_segments ? expandable_[small].last : -1);
 }
 
@@ -167,10 +224,8 @@ void CachingAllocator::Split(int32_t b, int64_t size) {
 CachingAllocator::Handle CachingAllocator::Allocate(int64_t bytes) {
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kSmallSize;
-  int32_t b = FindFree(small, size);
-  if (b >= 0) {
-    Erase(b);
-  } else {
+  int32_t b = TakeFree(small, size);
+  if (b < 0) {
     b = config_.expandable_segments ? Expand(small, size)
                                     : NewSegment(small, size);
   }

@@ -20,9 +20,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 
 namespace slackswap {
@@ -91,24 +93,47 @@ class CachingAllocator {
     bool small = false;
     bool live = false;  // false: a recycled slot
   };
-  // A pool's free blocks, best fit first (by size, then address). Bucketed
-  // by size in sorted vectors: a training step allocates few distinct
-  // sizes (llama-7b: 12), and each bucket is kept by descending address,
-  // since a step frees in about the reverse order it allocates (the
-  // backward pass), which appends at the end, and the best fit, the lowest
-  // address, is the last.
+  // A sorted set kept in a vector by descending order while it holds at
+  // most kFew elements, and in an ordered tree beyond. A training step's
+  // sets are small (llama-7b allocates 12 distinct sizes) and change at
+  // their ends: a step frees in about the reverse order it allocates (the
+  // backward pass), which appends at the end, where the smallest (the best
+  // fit) is; a vector is fastest there. A long step caches hundreds of
+  // thousands of blocks of one size, and in a vector each insert moved all
+  // of them (77% of a 10^6-op step's time).
+  template <typename T>
+  class SortedSet {
+   public:
+    bool empty() const { return tree_ ? tree_->empty() : few_.empty(); }
+    void Insert(const T& v);
+    // REQUIRES: v is in the set.
+    void Erase(const T& v);
+    // Erases the element `e` points to: an answer of AtLeast, with no
+    // change to the set since.
+    void EraseAt(const T* e);
+    // The smallest element >= v, and the one after it; null for none.
+    std::pair<const T*, const T*> AtLeast(const T& v) const;
+
+   private:
+    // A vector insert moves at most 16 KiB (of 16-byte elements).
+    static constexpr size_t kFew = 1024;
+    std::vector<T> few_;  // descending; unused once tree_ is set
+    std::unique_ptr<absl::btree_set<T>> tree_;
+  };
+  // A pool's free blocks, best fit first (by size, then address), bucketed
+  // by size.
   class FreeSet {
    public:
     void Insert(int64_t size, int64_t address, int32_t b);
     void Erase(int64_t size, int64_t address, int32_t b);
-    // The best fit for `size` (-1: none); the one after it instead when
-    // the best is `last_resort` and there is another.
-    int32_t BestFit(int64_t size, int32_t last_resort) const;
+    // Takes out the best fit for `size` (-1: none); the one after it
+    // instead when the best is `last_resort` and there is another.
+    int32_t TakeBestFit(int64_t size, int32_t last_resort);
 
    private:
-    // (address, block), by descending address.
-    using Bucket = std::vector<std::pair<int64_t, int32_t>>;
-    std::vector<int64_t> sizes_;  // those with a free block, ascending
+    // (address, block): a pool's free blocks never share an address.
+    using Bucket = SortedSet<std::pair<int64_t, int32_t>>;
+    SortedSet<int64_t> sizes_;  // those with a free block
     absl::flat_hash_map<int64_t, Bucket> buckets_;
   };
   // An expandable segment: mapped from `base` to `end`; `last` is the
@@ -122,8 +147,8 @@ class CachingAllocator {
   int32_t NewBlock(int64_t address, int64_t size, bool small);
   void Insert(int32_t b);
   void Erase(int32_t b);
-  // The cached block a request of `size` takes, or -1.
-  int32_t FindFree(bool small, int64_t size) const;
+  // The cached block a request of `size` takes, out of its free set, or -1.
+  int32_t TakeFree(bool small, int64_t size);
   int32_t NewSegment(bool small, int64_t size);
   // Maps more of the pool's expandable segment for a request of `size`.
   int32_t Expand(bool small, int64_t size);

@@ -193,9 +193,10 @@ absl::StatusOr<std::string> PlansFingerprint(const v1::StepSpec& step,
   SLACKSWAP_ASSIGN_OR_RETURN(Step s, ResolveStep(step, limits));
   SLACKSWAP_ASSIGN_OR_RETURN(std::vector<const PolicyInfo*> policies,
                              ResolvePolicies(v1::SweepRequest().policies()));
-  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(s.graph, s.hw));
-  const int64_t peak = s.graph.index.saved_bytes;
-  PlanningContext ctx{s.graph, s.hw, analysis, std::max<int64_t>(1, peak),
+  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
+                             AnalyzeStep(s.graph(), s.hw));
+  const int64_t peak = s.graph().index.saved_bytes;
+  PlanningContext ctx{s.graph(), s.hw, analysis, std::max<int64_t>(1, peak),
                       StopFn{}};
   ctx.explain = false;
   ctx.optimal_time_limit_s = PlanningContext::kDefaultOptimalTimeLimitS;

@@ -1,0 +1,201 @@
+#include "io/graph_file.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "io/convert.h"
+#include "io/proto_file.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
+#include "slackswap/v1/graph.pb.h"
+
+namespace slackswap {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/graph_file_test_" + name;
+}
+
+// A generated workload as its message: tensors with rebuild recipes
+// (dropout masks), ids from 0.
+v1::OperatorGraph Bert() {
+  absl::StatusOr<TransformerConfig> c = FindWorkload("bert-large");
+  EXPECT_TRUE(c.ok());
+  c->layers = 2;
+  absl::StatusOr<Graph> g = BuildTransformer(*c);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return GraphToProto(*g);
+}
+
+// What ReadProtoFile then GraphFromProto make of `path`: the graph as its
+// message, or the error the CLI gave for it ("PATH: " before a conversion
+// error).
+std::string Expected(const std::string& path) {
+  v1::OperatorGraph pb;
+  absl::Status read = ReadProtoFile(path, &pb);
+  if (!read.ok()) return read.ToString();
+  absl::StatusOr<Graph> g = GraphFromProto(pb);
+  if (!g.ok()) {
+    return absl::Status(g.status().code(),
+                        absl::StrCat(path, ": ", g.status().message()))
+        .ToString();
+  }
+  return GraphToProto(*g).SerializeAsString();
+}
+
+std::string Actual(const std::string& path) {
+  absl::StatusOr<Graph> g = ReadGraphFile(path);
+  if (!g.ok()) return g.status().ToString();
+  return GraphToProto(*g).SerializeAsString();
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  ASSERT_TRUE(WriteFile(path, bytes).ok());
+}
+
+TEST(GraphFileTest, EveryFormatGivesTheGraphOfItsMessage) {
+  for (const char* ext : {".pb", ".txtpb", ".json"}) {
+    const std::string path = TempPath(std::string("bert") + ext);
+    ASSERT_TRUE(WriteProtoFile(path, Bert()).ok());
+    absl::StatusOr<Graph> g = ReadGraphFile(path);
+    ASSERT_TRUE(g.ok()) << g.status();
+    if (std::string(ext) == ".pb") {
+      absl::StatusOr<std::optional<Graph>> streamed =
+          StreamGraphFile(path, nullptr);
+      ASSERT_TRUE(streamed.ok() && streamed->has_value());
+      EXPECT_EQ(GraphToProto(**streamed).SerializeAsString(),
+                GraphToProto(*g).SerializeAsString());
+    }
+    EXPECT_EQ(GraphToProto(*g).SerializeAsString(),
+              GraphToProto(*GraphFromProto(Bert())).SerializeAsString())
+        << ext;
+    EXPECT_EQ(g->name, Bert().name());
+    EXPECT_GT(g->index.saved.size(), 0u);
+  }
+}
+
+TEST(GraphFileTest, SparseIdsAndNamesLikeTheMessage) {
+  v1::OperatorGraph pb = Bert();
+  // Ids out of order and far apart: the index is a table, not a run.
+  for (v1::Tensor& t : *pb.mutable_tensors()) t.set_id(t.id() * 7 + 1000);
+  for (v1::Op& o : *pb.mutable_ops()) {
+    for (int64_t& id : *o.mutable_input_ids()) id = id * 7 + 1000;
+    for (int64_t& id : *o.mutable_output_ids()) id = id * 7 + 1000;
+  }
+  for (v1::Tensor& t : *pb.mutable_tensors()) {
+    if (!t.has_rebuild()) continue;
+    for (int64_t& id : *t.mutable_rebuild()->mutable_input_ids()) {
+      id = id * 7 + 1000;
+    }
+  }
+  pb.mutable_tensors()->SwapElements(0, 5);
+  pb.set_description("sparse");
+  const std::string path = TempPath("sparse.pb");
+  ASSERT_TRUE(WriteProtoFile(path, pb).ok());
+  EXPECT_EQ(Actual(path), Expected(path));
+  absl::StatusOr<std::optional<Graph>> streamed = StreamGraphFile(path, {});
+  EXPECT_TRUE(streamed.ok() && streamed->has_value());
+  absl::StatusOr<Graph> g = ReadGraphFile(path);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->description, "sparse");
+
+  // A second name after the ops: the last one counts, as in the message.
+  v1::OperatorGraph renamed;
+  renamed.set_name("renamed");
+  const std::string twice = TempPath("twice.pb");
+  WriteBytes(twice, pb.SerializeAsString() + renamed.SerializeAsString());
+  EXPECT_EQ(Actual(twice), Expected(twice));
+  streamed = StreamGraphFile(twice, {});
+  ASSERT_TRUE(streamed.ok() && streamed->has_value());
+  EXPECT_EQ((*streamed)->name, "renamed");
+  EXPECT_EQ((*streamed)->description, "sparse");
+}
+
+// Files the stream leaves to the message's parser, and bad graphs: the same
+// graph or the same error either way.
+TEST(GraphFileTest, AnyOtherFileGetsTheMessagesAnswer) {
+  const v1::OperatorGraph bert = Bert();
+  const std::string whole = bert.SerializeAsString();
+  v1::OperatorGraph dangling = bert;
+  dangling.mutable_ops(3)->add_input_ids(987654);
+  v1::OperatorGraph duplicate = bert;
+  duplicate.mutable_tensors(4)->set_id(2);
+  v1::OperatorGraph bad_phase = bert;
+  bad_phase.mutable_ops(1)->set_phase(v1::PHASE_UNSPECIFIED);
+  v1::OperatorGraph no_ops = bert;
+  no_ops.clear_ops();
+  v1::OperatorGraph tensor_last;
+  tensor_last.set_name("reordered");
+  tensor_last.mutable_ops()->CopyFrom(bert.ops());
+  // Tensors after ops, and two names (the last one counts).
+  std::string reordered = tensor_last.SerializeAsString();
+  for (const v1::Tensor& t : bert.tensors()) {
+    v1::OperatorGraph one;
+    *one.add_tensors() = t;
+    reordered += one.SerializeAsString();
+  }
+  v1::OperatorGraph second_name;
+  second_name.set_name("second");
+  reordered += second_name.SerializeAsString();
+  // An unknown top-level field (99, varint 1), and a name that is not
+  // UTF-8.
+  const std::string unknown = whole + std::string("\x98\x06\x01", 3);
+  const std::string not_utf8 = whole + std::string("\x0a\x02\xff\xfe", 4);
+  // A zero tag, cut short, a length past the end.
+  const std::string zero_tag = whole + std::string(1, '\0');
+  const std::string cut = whole.substr(0, whole.size() - 7);
+  const std::string too_long = whole + std::string("\x22\x7f\x08", 3);
+
+  const std::pair<const char*, std::string> cases[] = {
+      {"dangling", dangling.SerializeAsString()},
+      {"duplicate", duplicate.SerializeAsString()},
+      {"bad_phase", bad_phase.SerializeAsString()},
+      {"no_ops", no_ops.SerializeAsString()},
+      {"reordered", reordered},
+      {"unknown", unknown},
+      {"not_utf8", not_utf8},
+      {"zero_tag", zero_tag},
+      {"cut", cut},
+      {"too_long", too_long},
+      {"empty", ""},
+  };
+  for (const auto& [name, bytes] : cases) {
+    const std::string path = TempPath(std::string(name) + ".pb");
+    WriteBytes(path, bytes);
+    EXPECT_EQ(Actual(path), Expected(path)) << name;
+    // None is the stream's to answer.
+    absl::StatusOr<std::optional<Graph>> streamed = StreamGraphFile(path, {});
+    EXPECT_TRUE(streamed.ok() && !streamed->has_value()) << name;
+  }
+  EXPECT_THAT(Actual(TempPath("dangling.pb")),
+              HasSubstr("dangling.pb: op 3 (L0.qkv_proj): input tensor 987654 "
+                        "does not exist"));
+  EXPECT_THAT(Actual(TempPath("cut.pb")),
+              HasSubstr("not a valid binary OperatorGraph"));
+}
+
+TEST(GraphFileTest, MissingFilesAndUnknownTypes) {
+  EXPECT_EQ(ReadGraphFile(TempPath("absent.pb")).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadGraphFile(TempPath("graph.yaml")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Actual(TempPath("absent.pb")), Expected(TempPath("absent.pb")));
+}
+
+TEST(GraphFileTest, StopsWhenAsked) {
+  // Large enough for the stop function to be asked (every few thousand
+  // elements).
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::string path = TempPath("stopped.pb");
+  ASSERT_TRUE(WriteProtoFile(path, GraphToProto(*g)).ok());
+  EXPECT_EQ(ReadGraphFile(path, [] { return true; }).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_TRUE(ReadGraphFile(path, [] { return false; }).ok());
+}
+
+}  // namespace
+}  // namespace slackswap
