@@ -9,6 +9,11 @@
 //                                   task list the event loop runs.
 //   BM_Simulate/<workload>/<plan>   Simulate(): cost model, lowering and
 //                                   the event loop, as a planner calls it.
+//   BM_EventLoopNode/<workload>/<plan>
+//                                   SimulateNode: the same schedule on all 8
+//                                   GPUs of dgx-a100-80gb at once, sharing
+//                                   its uplinks, sockets and pinned memory
+//                                   (compare with BM_EventLoop: at most 10x).
 //   BM_SimulateDevice/<workload>/<plan>
 //                                   the same with the whole device modelled
 //                                   (SimOptions::device: the caching-
@@ -45,9 +50,11 @@
 #include "model/cost_model.h"
 #include "model/graph.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/plan.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
+#include "sim/node_simulator.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
 
@@ -204,6 +211,36 @@ void BM_EventLoop(benchmark::State& state, const std::string& workload,
   });
 }
 
+void BM_EventLoopNode(benchmark::State& state, const std::string& workload,
+                      const std::string& plan) {
+  const Case& c = *GetCase(workload, plan);
+  Node node = OrDie(FindNode("dgx-a100-80gb"), "dgx-a100-80gb");
+  node.gpu = c.hw;
+  std::vector<RankStep> ranks;
+  for (int32_t gpu = 0; gpu < node.num_gpus; ++gpu) {
+    ranks.push_back({.gpu = gpu,
+                     .graph = &c.graph,
+                     .durations = &c.durations,
+                     .schedule = &c.schedule});
+  }
+  int64_t events = 0;
+  NodeSimResult last;
+  for (auto _ : state) {
+    absl::StatusOr<NodeSimResult> r = SimulateNode(node, ranks, c.opts);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().ToString().c_str());
+      return;
+    }
+    events += r->events_processed;
+    benchmark::DoNotOptimize(r->step_ns);
+    last = *std::move(r);
+  }
+  state.counters["events_per_second"] = benchmark::Counter(
+      static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["throughput_retained"] = last.throughput_retained;
+  state.counters["feasible"] = last.feasible ? 1 : 0;
+}
+
 void BM_Lower(benchmark::State& state, const std::string& workload,
               const std::string& plan) {
   const Case& c = *GetCase(workload, plan);
@@ -244,6 +281,9 @@ void RegisterBenchmarks() {
       const std::string suffix = workload + "/" + plan;
       benchmark::RegisterBenchmark(("BM_EventLoop/" + suffix).c_str(),
                                    BM_EventLoop, workload, plan)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("BM_EventLoopNode/" + suffix).c_str(),
+                                   BM_EventLoopNode, workload, plan)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("BM_Lower/" + suffix).c_str(), BM_Lower,
                                    workload, plan)

@@ -74,6 +74,9 @@ class LocalBackend : public Backend {
       override {
     return core_.ListHardwareProfiles();
   }
+  absl::StatusOr<v1::ListNodesResponse> ListNodes() override {
+    return core_.ListNodes();
+  }
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
     return core_.ListWorkloads();
   }
@@ -172,6 +175,9 @@ class RemoteBackend : public Backend {
       override {
     return Call(&v1::Planner::Stub::ListHardwareProfiles,
                 v1::ListHardwareProfilesRequest());
+  }
+  absl::StatusOr<v1::ListNodesResponse> ListNodes() override {
+    return Call(&v1::Planner::Stub::ListNodes, v1::ListNodesRequest());
   }
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() override {
     return Call(&v1::Planner::Stub::ListWorkloads, v1::ListWorkloadsRequest());

@@ -33,6 +33,7 @@ class Backend {
   virtual absl::StatusOr<v1::ServerInfoResponse> ServerInfo() = 0;
   virtual absl::StatusOr<v1::ListHardwareProfilesResponse>
   ListHardwareProfiles() = 0;
+  virtual absl::StatusOr<v1::ListNodesResponse> ListNodes() = 0;
   virtual absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() = 0;
   virtual absl::StatusOr<v1::FitResponse> Fit(const v1::FitRequest& req) = 0;
 };

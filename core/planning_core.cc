@@ -19,6 +19,7 @@
 #include "io/convert.h"
 #include "io/proto_file.h"
 #include "model/budget.h"
+#include "model/node.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
 #include "planner/budget_search.h"
@@ -68,6 +69,12 @@ v1::ListHardwareProfilesResponse PlanningCore::ListHardwareProfiles() const {
   return resp;
 }
 
+v1::ListNodesResponse PlanningCore::ListNodes() const {
+  v1::ListNodesResponse resp;
+  for (const Node& node : NodeCatalog()) *resp.add_nodes() = NodeToProto(node);
+  return resp;
+}
+
 v1::ServerInfoResponse PlanningCore::Info() const {
   v1::ServerInfoResponse info;
   info.set_version(Version());
@@ -86,6 +93,10 @@ v1::ServerInfoResponse PlanningCore::Info() const {
   std::string catalog;
   SerializeDeterministic(ListHardwareProfiles(), &catalog);
   info.set_hardware_catalog_sha256(Sha256Hex(Sha256::Of(catalog)));
+  for (const std::string& n : NodeNames()) info.add_nodes(n);
+  catalog.clear();
+  SerializeDeterministic(ListNodes(), &catalog);
+  info.set_node_catalog_sha256(Sha256Hex(Sha256::Of(catalog)));
   v1::ServerLimits* l = info.mutable_limits();
   l->set_max_graph_ops(limits_.max_graph_ops);
   l->set_max_graph_tensors(limits_.max_graph_tensors);

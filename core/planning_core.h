@@ -125,7 +125,10 @@ class PlanningCore {
       const v1::SimulateRequest& req, const StopFn& stop) const;
 
   v1::ListHardwareProfilesResponse ListHardwareProfiles() const;
-  // Versions, policies, workloads, hardware names and the core's limits
+  // The node catalog (model/node.h), each node's GPU inline.
+  v1::ListNodesResponse ListNodes() const;
+  // Versions, policies, workloads, hardware and node names, the catalogs'
+  // digests and the core's limits
   // (the transport's own limits are the server's to add).
   v1::ServerInfoResponse Info() const;
   absl::StatusOr<v1::ListWorkloadsResponse> ListWorkloads() const;

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/workloads.h"
 #include "planner/version.h"
 
@@ -366,6 +367,20 @@ TEST(PlanningCoreTest, ServerInfoNamesThePlannerAndTheCatalog) {
   EXPECT_EQ(info.hardware_catalog_sha256().size(), 64u);
   EXPECT_EQ(info.hardware_catalog_sha256(),
             PlanningCore{CoreLimits{}}.Info().hardware_catalog_sha256());
+  EXPECT_THAT(info.nodes(), ::testing::ElementsAreArray(NodeNames()));
+  EXPECT_EQ(info.node_catalog_sha256().size(), 64u);
+  EXPECT_NE(info.node_catalog_sha256(), info.hardware_catalog_sha256());
+}
+
+TEST(PlanningCoreTest, ListsTheNodeCatalog) {
+  const v1::ListNodesResponse resp = PlanningCore{CoreLimits{}}.ListNodes();
+  ASSERT_EQ(resp.nodes_size(), static_cast<int>(NodeCatalog().size()));
+  for (int i = 0; i < resp.nodes_size(); ++i) {
+    EXPECT_EQ(resp.nodes(i).name(), NodeCatalog()[i].name);
+    EXPECT_EQ(resp.nodes(i).gpu_inline().name(), NodeCatalog()[i].gpu.name);
+    EXPECT_EQ(resp.nodes(i).switches_size(),
+              static_cast<int>(NodeCatalog()[i].switches.size()));
+  }
 }
 
 TEST(PlanningCoreTest, SimulatesAPlanFromAPlanResponse) {

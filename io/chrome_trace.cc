@@ -16,6 +16,8 @@ int Tid(v1::Stream s) {
       return 2;
     case v1::STREAM_H2D:
       return 3;
+    case v1::STREAM_COMM:
+      return 4;
     default:
       return 1;
   }
@@ -29,6 +31,8 @@ const char* Category(v1::EventKind k) {
       return "swap_out";
     case v1::EVENT_KIND_PREFETCH:
       return "prefetch";
+    case v1::EVENT_KIND_COLLECTIVE:
+      return "collective";
     default:
       return "op";
   }
@@ -49,6 +53,13 @@ std::string ChromeTraceJson(const v1::SimulationResult& r,
                     ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
                     "\"tid\":",
                     tid, ",\"args\":{\"name\":\"", name, "\"}}");
+  }
+  for (const v1::StreamEvent& e : r.events()) {
+    if (e.stream() != v1::STREAM_COMM) continue;
+    absl::StrAppend(&out,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
+                    "\"tid\":4,\"args\":{\"name\":\"collectives\"}}");
+    break;
   }
   for (const v1::StreamEvent& e : r.events()) {
     const std::string name = e.kind() == v1::EVENT_KIND_RECOMPUTE

@@ -1,8 +1,11 @@
 #include "io/convert.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
@@ -473,6 +476,131 @@ v1::HardwareProfile HardwareToProto(const Hardware& hw) {
   return pb;
 }
 
+namespace {
+
+LinkRates LinkFromProto(const v1::LinkRates& pb) {
+  return LinkRates{.h2d_gbps = pb.h2d_gbps(),
+                   .d2h_gbps = pb.d2h_gbps(),
+                   .bidir_h2d_gbps = pb.bidir_h2d_gbps(),
+                   .bidir_d2h_gbps = pb.bidir_d2h_gbps()};
+}
+
+void LinkToProto(const LinkRates& r, v1::LinkRates* pb) {
+  pb->set_h2d_gbps(r.h2d_gbps);
+  pb->set_d2h_gbps(r.d2h_gbps);
+  pb->set_bidir_h2d_gbps(r.bidir_h2d_gbps);
+  pb->set_bidir_d2h_gbps(r.bidir_d2h_gbps);
+}
+
+}  // namespace
+
+absl::StatusOr<Node> NodeFromProto(const v1::NodeProfile& pb) {
+  const std::string head = absl::StrCat("node ", QuoteInput(pb.name()), ": ");
+  Node node;
+  node.name = pb.name();
+  node.description = pb.description();
+  switch (pb.gpu_case()) {
+    case v1::NodeProfile::kGpuInline: {
+      absl::StatusOr<Hardware> hw = HardwareFromProto(pb.gpu_inline());
+      if (!hw.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(head, "gpu_inline: ", hw.status().message()));
+      }
+      node.gpu = *std::move(hw);
+      break;
+    }
+    case v1::NodeProfile::kGpuName: {
+      absl::StatusOr<Hardware> hw = FindHardware(pb.gpu_name());
+      if (!hw.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(head, "gpu_name: ", hw.status().message()));
+      }
+      node.gpu = *std::move(hw);
+      break;
+    }
+    case v1::NodeProfile::GPU_NOT_SET:
+      return absl::InvalidArgumentError(
+          absl::StrCat(head, "gpu: set gpu_inline or gpu_name"));
+  }
+  node.num_gpus = pb.num_gpus();
+  // ValidateNode bounds the lists; copying them first costs no more than
+  // the message already does.
+  for (const v1::PcieSwitch& sw : pb.switches()) {
+    node.switches.push_back(PcieSwitch{
+        .name = sw.name(),
+        .gpus = std::vector<int32_t>(sw.gpus().begin(), sw.gpus().end()),
+        .socket = sw.socket(),
+        .uplink = LinkFromProto(sw.uplink())});
+  }
+  for (const v1::Socket& socket : pb.sockets()) {
+    node.sockets.push_back(
+        Socket{.name = socket.name(),
+               .memory = LinkFromProto(socket.memory()),
+               .pinned_host_memory_bytes = socket.pinned_host_memory_bytes()});
+  }
+  node.nvlink_gbps = pb.nvlink_gbps();
+  node.inter_socket_gbps = pb.inter_socket_gbps();
+  for (const v1::Nic& nic : pb.nics()) {
+    node.nics.push_back(Nic{.name = nic.name(),
+                            .pcie_switch = nic.pcie_switch(),
+                            .gbps = nic.gbps()});
+  }
+  node.sources.assign(pb.sources().begin(), pb.sources().end());
+  node.collective_hop_latency_ns =
+      node.nvlink_gbps > 0 ? kNcclNvlinkHopLatencyNs : kNcclPcieHopLatencyNs;
+  for (auto [has, us, ns, field] :
+       {std::tuple{pb.has_collective_base_latency_us(),
+                   pb.collective_base_latency_us(),
+                   &node.collective_base_latency_ns,
+                   "collective_base_latency_us"},
+        std::tuple{
+            pb.has_collective_hop_latency_us(), pb.collective_hop_latency_us(),
+            &node.collective_hop_latency_ns, "collective_hop_latency_us"}}) {
+    if (!has) continue;
+    if (!std::isfinite(us) || us < 0 || us > 1e6) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node ", QuoteInput(pb.name()), ": ", field,
+          " must be a number of microseconds in [0, 10^6], got ", us));
+    }
+    *ns = UsToNs(us);
+  }
+  SLACKSWAP_RETURN_IF_ERROR(ValidateNode(node));
+  return node;
+}
+
+v1::NodeProfile NodeToProto(const Node& node) {
+  v1::NodeProfile pb;
+  pb.set_name(node.name);
+  pb.set_description(node.description);
+  *pb.mutable_gpu_inline() = HardwareToProto(node.gpu);
+  pb.set_num_gpus(node.num_gpus);
+  for (const PcieSwitch& sw : node.switches) {
+    v1::PcieSwitch* out = pb.add_switches();
+    out->set_name(sw.name);
+    for (int32_t g : sw.gpus) out->add_gpus(g);
+    out->set_socket(sw.socket);
+    LinkToProto(sw.uplink, out->mutable_uplink());
+  }
+  for (const Socket& socket : node.sockets) {
+    v1::Socket* out = pb.add_sockets();
+    out->set_name(socket.name);
+    LinkToProto(socket.memory, out->mutable_memory());
+    out->set_pinned_host_memory_bytes(socket.pinned_host_memory_bytes);
+  }
+  pb.set_nvlink_gbps(node.nvlink_gbps);
+  pb.set_inter_socket_gbps(node.inter_socket_gbps);
+  for (const Nic& nic : node.nics) {
+    v1::Nic* out = pb.add_nics();
+    out->set_name(nic.name);
+    out->set_pcie_switch(nic.pcie_switch);
+    out->set_gbps(nic.gbps);
+  }
+  for (const std::string& source : node.sources) pb.add_sources(source);
+  pb.set_collective_base_latency_us(node.collective_base_latency_ns / 1e3);
+  pb.set_collective_hop_latency_us(node.collective_hop_latency_ns / 1e3);
+  return pb;
+}
+
 absl::StatusOr<Plan> PlanFromProto(const v1::Plan& pb, const Graph& g) {
   absl::flat_hash_map<int64_t, int32_t> tensor_index, op_index;
   for (size_t i = 0; i < g.tensors.size(); ++i) {
@@ -601,10 +729,23 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
   }
   for (const SimEvent& e : r.events) {
     v1::StreamEvent* out = pb.add_events();
-    const bool compute = e.stream == StreamId::kCompute;
-    out->set_stream(compute                      ? v1::STREAM_COMPUTE
-                    : e.stream == StreamId::kD2H ? v1::STREAM_D2H
-                                                 : v1::STREAM_H2D);
+    // Compute and collective events name an op; copies, a tensor.
+    const bool compute =
+        e.stream == StreamId::kCompute || e.stream == StreamId::kComm;
+    switch (e.stream) {
+      case StreamId::kCompute:
+        out->set_stream(v1::STREAM_COMPUTE);
+        break;
+      case StreamId::kD2H:
+        out->set_stream(v1::STREAM_D2H);
+        break;
+      case StreamId::kH2D:
+        out->set_stream(v1::STREAM_H2D);
+        break;
+      case StreamId::kComm:
+        out->set_stream(v1::STREAM_COMM);
+        break;
+    }
     switch (e.type) {
       case EventType::kOp:
         out->set_kind(v1::EVENT_KIND_OP);
@@ -617,6 +758,9 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
         break;
       case EventType::kPrefetch:
         out->set_kind(v1::EVENT_KIND_PREFETCH);
+        break;
+      case EventType::kCollective:
+        out->set_kind(v1::EVENT_KIND_COLLECTIVE);
         break;
     }
     out->set_name(

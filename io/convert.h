@@ -18,10 +18,12 @@
 #include "common/text.h"
 #include "model/graph.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/plan.h"
 #include "sim/simulator.h"
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/hardware.pb.h"
+#include "slackswap/v1/node.pb.h"
 #include "slackswap/v1/plan.pb.h"
 #include "slackswap/v1/simulation.pb.h"
 
@@ -99,6 +101,13 @@ v1::OperatorGraph GraphToProto(const Graph& g);
 // Runs ValidateHardware.
 absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareProfile& pb);
 v1::HardwareProfile HardwareToProto(const Hardware& hw);
+
+// The GPU from gpu_inline (HardwareFromProto) or gpu_name (the hardware
+// catalog), then ValidateNode; errors name the field, e.g.
+// `node "x": switches[2].gpus[1]: GPU 9 does not exist (num_gpus 8)`.
+absl::StatusOr<Node> NodeFromProto(const v1::NodeProfile& pb);
+// The GPU goes inline (gpu_inline), so that the message stands alone.
+v1::NodeProfile NodeToProto(const Node& node);
 
 // REQUIRES: g indexed. Tensor and op ids are the graph's external ids.
 absl::StatusOr<Plan> PlanFromProto(const v1::Plan& pb, const Graph& g);

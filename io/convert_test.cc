@@ -1,9 +1,12 @@
 #include "io/convert.h"
 
+#include <cmath>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "io/proto_file.h"
+#include "model/node.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
 
@@ -134,6 +137,101 @@ TEST(ConvertTest, HardwareRoundTripsAndIsValidated) {
   pb.set_framework_reserve_bytes(-1);
   EXPECT_THAT(std::string(HardwareFromProto(pb).status().message()),
               HasSubstr("framework_reserve_bytes"));
+}
+
+std::string Bytes(const google::protobuf::Message& m) {
+  std::string out;
+  EXPECT_TRUE(SerializeDeterministic(m, &out));
+  return out;
+}
+
+TEST(ConvertTest, EveryCatalogNodeRoundTrips) {
+  for (const Node& node : NodeCatalog()) {
+    SCOPED_TRACE(node.name);
+    const v1::NodeProfile pb = NodeToProto(node);
+    ASSERT_TRUE(pb.has_gpu_inline());
+    absl::StatusOr<Node> back = NodeFromProto(pb);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->name, node.name);
+    EXPECT_EQ(back->description, node.description);
+    EXPECT_EQ(back->gpu.name, node.gpu.name);
+    EXPECT_EQ(back->gpu.transfer_latency_ns, node.gpu.transfer_latency_ns);
+    EXPECT_EQ(back->num_gpus, node.num_gpus);
+    ASSERT_EQ(back->switches.size(), node.switches.size());
+    for (size_t i = 0; i < node.switches.size(); ++i) {
+      EXPECT_EQ(back->switches[i].name, node.switches[i].name);
+      EXPECT_EQ(back->switches[i].gpus, node.switches[i].gpus);
+      EXPECT_EQ(back->switches[i].socket, node.switches[i].socket);
+      EXPECT_EQ(back->switches[i].uplink.bidir_h2d_gbps,
+                node.switches[i].uplink.bidir_h2d_gbps);
+    }
+    ASSERT_EQ(back->sockets.size(), node.sockets.size());
+    for (size_t i = 0; i < node.sockets.size(); ++i) {
+      EXPECT_EQ(back->sockets[i].name, node.sockets[i].name);
+      EXPECT_EQ(back->sockets[i].memory.d2h_gbps,
+                node.sockets[i].memory.d2h_gbps);
+      EXPECT_EQ(back->sockets[i].pinned_host_memory_bytes,
+                node.sockets[i].pinned_host_memory_bytes);
+    }
+    EXPECT_EQ(back->nvlink_gbps, node.nvlink_gbps);
+    EXPECT_EQ(back->inter_socket_gbps, node.inter_socket_gbps);
+    ASSERT_EQ(back->nics.size(), node.nics.size());
+    for (size_t i = 0; i < node.nics.size(); ++i) {
+      EXPECT_EQ(back->nics[i].name, node.nics[i].name);
+      EXPECT_EQ(back->nics[i].pcie_switch, node.nics[i].pcie_switch);
+      EXPECT_EQ(back->nics[i].gbps, node.nics[i].gbps);
+    }
+    EXPECT_EQ(back->sources, node.sources);
+    // And the message of the converted node is the same message.
+    EXPECT_EQ(Bytes(NodeToProto(*back)), Bytes(pb));
+  }
+}
+
+TEST(ConvertTest, NodeGpuByNameIsTheCatalogProfile) {
+  v1::NodeProfile pb = NodeToProto(*FindNode("gh200-4x"));
+  pb.set_gpu_name("gh200-c2c");
+  absl::StatusOr<Node> node = NodeFromProto(pb);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(Bytes(HardwareToProto(node->gpu)),
+            Bytes(HardwareToProto(*FindHardware("gh200-c2c"))));
+}
+
+TEST(ConvertTest, NodeErrorsNameTheField) {
+  const v1::NodeProfile good = NodeToProto(*FindNode("dgx-a100-80gb"));
+  const auto error_of = [](const v1::NodeProfile& pb) {
+    absl::StatusOr<Node> node = NodeFromProto(pb);
+    EXPECT_EQ(node.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(node.status().message());
+  };
+  v1::NodeProfile pb = good;
+  pb.clear_gpu();
+  EXPECT_EQ(error_of(pb),
+            "node \"dgx-a100-80gb\": gpu: set gpu_inline or gpu_name");
+  pb.set_gpu_name("tpu-v9");
+  EXPECT_THAT(error_of(pb),
+              HasSubstr("node \"dgx-a100-80gb\": gpu_name: unknown hardware "
+                        "profile \"tpu-v9\""));
+  pb = good;
+  pb.mutable_gpu_inline()->set_d2h_gbps(-2);
+  EXPECT_THAT(error_of(pb), HasSubstr("gpu_inline: hardware "
+                                      "\"a100-80gb-pcie4\": d2h_gbps must be"));
+  pb = good;
+  pb.mutable_switches(2)->set_gpus(1, 9);
+  EXPECT_THAT(error_of(pb),
+              HasSubstr("switches[2].gpus[1]: GPU 9 does not exist (num_gpus "
+                        "8)"));
+  pb = good;
+  pb.mutable_sockets(1)->mutable_memory()->set_h2d_gbps(std::nan(""));
+  EXPECT_THAT(error_of(pb), HasSubstr("sockets[1].memory.h2d_gbps must be"));
+  pb = good;
+  pb.mutable_nics(0)->set_pcie_switch(4);
+  EXPECT_THAT(error_of(pb), HasSubstr("nics[0].pcie_switch: switch 4 does "
+                                      "not exist (4 switches)"));
+  pb = good;
+  pb.set_num_gpus(0);
+  EXPECT_THAT(error_of(pb), HasSubstr("num_gpus: must be in [1, 64], got 0"));
+  // An empty message is refused, not crashed on.
+  EXPECT_THAT(error_of(v1::NodeProfile()), HasSubstr("gpu: set gpu_inline"));
 }
 
 TEST(ConvertTest, TheDeviceAndTheAllocatorTimelineReachTheProto) {

@@ -82,6 +82,9 @@ absl::StatusOr<OpDurations> ComputeDurations(const Graph& g,
   d.rebuild_ns.resize(g.tensors.size(), 0);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
+    // A collective runs beside compute, on the communication stream, for as
+    // long as the node's links take (sim/node_simulator.h): no compute time.
+    if (op.collective.has_value()) continue;
     absl::StatusOr<int64_t> ns = CostNs(op.cost, op.phase, hw);
     if (!ns.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -36,7 +36,8 @@ struct OpDurations {
 };
 
 // REQUIRES: IndexGraph(g) succeeded. Fails, naming the op, when a duration or
-// the step total overflows int64.
+// the step total overflows int64. A collective takes no compute time (its
+// cost, if any, is ignored): the node simulator times it on its links.
 absl::StatusOr<OpDurations> ComputeDurations(const Graph& g,
                                              const Hardware& hw);
 

@@ -190,6 +190,52 @@ class Indexer {
         SLACKSWAP_RETURN_IF_ERROR(CheckOutput(o, out));
         idx_.producer[out] = o;
       }
+      if (op.collective.has_value()) {
+        SLACKSWAP_RETURN_IF_ERROR(CheckCollective(o, *op.collective));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CheckCollective(int32_t o, const Collective& c) const {
+    const std::string where = absl::StrCat(g_.OpLabel(o), ": collective");
+    if (g_.ops[o].workspace_bytes != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(g_.OpLabel(o),
+                       ": a collective takes no workspace (workspace_bytes "
+                       "must be 0, got ",
+                       g_.ops[o].workspace_bytes, ")"));
+    }
+    if (c.bytes < 0 || c.bytes > kMaxGraphBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".bytes must be in [0, ", kMaxGraphBytes, "], got ", c.bytes));
+    }
+    if (c.group.empty() ||
+        static_cast<int64_t>(c.group.size()) > kMaxCollectiveRanks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".group must name 1 to ", kMaxCollectiveRanks,
+                       " ranks, got ", c.group.size()));
+    }
+    if (c.kind == CollectiveKind::kSendRecv && c.group.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where,
+                       ".group of a send/receive must be {sender, "
+                       "receiver}, got ",
+                       c.group.size(), " ranks"));
+    }
+    std::vector<bool> seen(kMaxCollectiveRanks, false);
+    for (size_t i = 0; i < c.group.size(); ++i) {
+      const int32_t r = c.group[i];
+      if (r < 0 || r >= kMaxCollectiveRanks) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".group[", i, "]: rank ", r, " is outside [0, ",
+                         kMaxCollectiveRanks, ")"));
+      }
+      if (seen[r]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".group[", i, "]: rank ", r, " appears twice"));
+      }
+      seen[r] = true;
     }
     return absl::OkStatus();
   }
@@ -342,6 +388,22 @@ class Indexer {
 };
 
 }  // namespace
+
+const char* CollectiveKindName(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
+  }
+  return "unknown";
+}
 
 const char* RecomputeClassName(RecomputeClass c) {
   switch (c) {

@@ -63,6 +63,38 @@ enum class RecomputeClass : uint8_t {
 
 const char* RecomputeClassName(RecomputeClass c);
 
+// The most ranks a collective's group may name (a node step's ranks).
+inline constexpr int32_t kMaxCollectiveRanks = 64;
+
+// A collective's kind; `bytes` counts its buffer as PyTorch and NCCL do
+// (all-reduce: the tensor; all-gather: the gathered output; reduce-scatter:
+// the input before scattering; all-to-all: each rank's send buffer;
+// send/receive: the message).
+enum class CollectiveKind : uint8_t {
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  kAllToAll,
+  kSendRecv,
+};
+
+const char* CollectiveKindName(CollectiveKind k);
+
+// NCCL's algorithms; trees for all-reduce only (other kinds run as rings).
+enum class CollectiveAlgorithm : uint8_t { kRing, kTree };
+
+// What makes an op a collective: it runs on the rank's communication
+// stream, beside compute and the copies, once every rank of its group has
+// reached it (docs/SIMULATOR.md, "Collectives in the step").
+struct Collective {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  int64_t bytes = 0;
+  // The ranks taking part (indices of the node step's ranks), in ring
+  // order; this rank among them. Send/receive: {sender, receiver}.
+  std::vector<int32_t> group;
+};
+
 // The tensors an op reads or writes, by index. Most ops have a handful:
 // kept inline, so a graph of a million ops is not millions of allocations
 // to make and free.
@@ -113,6 +145,8 @@ struct Op {
   int64_t workspace_bytes = 0;
   OpCost cost;
   int64_t external_id = 0;
+  // Set on collectives only (boxed: most ops are not).
+  Boxed<Collective> collective;
 };
 
 inline constexpr int32_t kNone = -1;
@@ -158,7 +192,10 @@ struct Graph {
 };
 
 // Validates the graph and fills g.index. Rejects, naming the op or tensor and
-// field: empty graphs, out-of-range tensor references, tensors produced twice
+// field: empty graphs, collectives whose bytes or group are out of range
+// (a group of 1 to kMaxCollectiveRanks distinct ranks; send/receive: 2;
+// no workspace),
+// out-of-range tensor references, tensors produced twice
 // or read before they are produced, an op reading its own output, negative
 // sizes or costs, NaN/Inf FLOPs, byte totals that overflow int64, and cycles
 // (reported as such, with the ops on the cycle). Never aborts. `stop` is

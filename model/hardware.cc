@@ -195,11 +195,15 @@ std::string Label(const Hardware& hw) {
                          : absl::StrCat("hardware ", QuoteInput(hw.name));
 }
 
-absl::Status FieldError(const Hardware& hw, absl::string_view field,
+// `head` is what precedes the field's name: the profile's label, or a
+// prefix such as "gpu." (ValidateHardwareFields).
+absl::Status FieldError(absl::string_view head, absl::string_view field,
                         absl::string_view requirement, double got) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      Label(hw), ": ", field, " must be ", requirement, ", got ", got));
+  return absl::InvalidArgumentError(
+      absl::StrCat(head, field, " must be ", requirement, ", got ", got));
 }
+
+absl::Status Validate(const Hardware& hw, absl::string_view hw_head);
 
 }  // namespace
 
@@ -220,6 +224,17 @@ int64_t Hardware::TransferNs(int64_t bytes, Direction dir,
 }
 
 absl::Status ValidateHardware(const Hardware& hw) {
+  return Validate(hw, absl::StrCat(Label(hw), ": "));
+}
+
+absl::Status ValidateHardwareFields(const Hardware& hw,
+                                    absl::string_view prefix) {
+  return Validate(hw, prefix);
+}
+
+namespace {
+
+absl::Status Validate(const Hardware& hw, absl::string_view hw_head) {
   // Physical ranges, wide enough for any GPU and host link of today or
   // tomorrow, narrow enough that every derived time and size stays far
   // inside int64 (a rate of 1e-300 GB/s would make copies last forever).
@@ -260,7 +275,7 @@ absl::Status ValidateHardware(const Hardware& hw) {
                  hw.memory_gb * 1e9, "bytes"},
        }) {
     if (!(r.value >= r.lo && r.value <= r.hi)) {  // NaN fails too
-      return FieldError(hw, r.name,
+      return FieldError(hw_head, r.name,
                         absl::StrCat("in [", r.lo, ", ", r.hi, "]",
                                      r.unit.empty() ? "" : " ", r.unit),
                         r.value);
@@ -272,16 +287,18 @@ absl::Status ValidateHardware(const Hardware& hw) {
         Range{"attn_efficiency_fwd", hw.attn_efficiency_fwd},
         Range{"attn_efficiency_bwd", hw.attn_efficiency_bwd}}) {
     if (!(r.value > 0 && r.value <= 1)) {
-      return FieldError(hw, r.name, "in (0, 1]", r.value);
+      return FieldError(hw_head, r.name, "in (0, 1]", r.value);
     }
   }
   if (hw.duplex != Duplex::kFull && hw.duplex != Duplex::kHalf &&
       hw.duplex != Duplex::kPartial) {
-    return FieldError(hw, "duplex", "full, half or partial",
+    return FieldError(hw_head, "duplex", "full, half or partial",
                       static_cast<int>(hw.duplex));
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 const std::vector<Hardware>& HardwareCatalog() {
   static const std::vector<Hardware>* catalog = new std::vector<Hardware>{

@@ -73,6 +73,11 @@ int64_t CopyNs(double bytes, double bytes_per_ns);
 // Rejects values outside physical ranges (rates, sizes, latencies, each with
 // its range in the error) and efficiencies outside (0, 1], naming the field.
 absl::Status ValidateHardware(const Hardware& hw);
+// The same checks for a profile inside another structure: each field named
+// `prefix` + its name (e.g. "gpu.h2d_gbps" for a node's GPU), without the
+// profile's own label.
+absl::Status ValidateHardwareFields(const Hardware& hw,
+                                    absl::string_view prefix);
 
 // The built-in profiles, by name.
 const std::vector<Hardware>& HardwareCatalog();

@@ -452,6 +452,16 @@ grpc::ServerUnaryReactor* PlannerService::ListHardwareProfiles(
       });
 }
 
+grpc::ServerUnaryReactor* PlannerService::ListNodes(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* resp) {
+  return Answer<v1::ListNodesRequest>(
+      "ListNodes", ctx, raw, resp,
+      [this](const v1::ListNodesRequest&, const StopFn&) {
+        return absl::StatusOr<v1::ListNodesResponse>(core_.ListNodes());
+      });
+}
+
 grpc::ServerUnaryReactor* PlannerService::ListWorkloads(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {

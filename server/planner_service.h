@@ -80,12 +80,13 @@ using RawPlannerService = v1::Planner::WithRawCallbackMethod_Plan<
     v1::Planner::WithRawCallbackMethod_Sweep<
         v1::Planner::WithRawCallbackMethod_Simulate<
             v1::Planner::WithRawCallbackMethod_ListHardwareProfiles<
-                v1::Planner::WithRawCallbackMethod_ListWorkloads<
-                    v1::Planner::WithRawCallbackMethod_GetWorkload<
-                        v1::Planner::WithRawCallbackMethod_ServerInfo<
-                            v1::Planner::WithRawCallbackMethod_PutGraph<
-                                v1::Planner::WithRawCallbackMethod_Fit<
-                                    v1::Planner::Service>>>>>>>>>;
+                v1::Planner::WithRawCallbackMethod_ListNodes<
+                    v1::Planner::WithRawCallbackMethod_ListWorkloads<
+                        v1::Planner::WithRawCallbackMethod_GetWorkload<
+                            v1::Planner::WithRawCallbackMethod_ServerInfo<
+                                v1::Planner::WithRawCallbackMethod_PutGraph<
+                                    v1::Planner::WithRawCallbackMethod_Fit<
+                                        v1::Planner::Service>>>>>>>>>>;
 
 class PlannerService final : public RawPlannerService {
  public:
@@ -105,6 +106,9 @@ class PlannerService final : public RawPlannerService {
   grpc::ServerUnaryReactor* ListHardwareProfiles(
       grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
       grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* req,
+                                      grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* ListWorkloads(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* req,
                                           grpc::ByteBuffer* resp) override;

@@ -216,6 +216,7 @@ class Lowerer {
         const int32_t in = (*top.inputs)[top.next++];
         if (where_[in] == Where::kDropped) {
           SLACKSWAP_RETURN_IF_ERROR(CountTask());
+          SLACKSWAP_RETURN_IF_ERROR(CheckRebuildable(in));
           stack.push_back(RebuildOf(in));
         }
         continue;
@@ -238,6 +239,21 @@ class Lowerer {
     size_t restored_begin = 0;
     size_t restored_end = 0;
   };
+
+  // A collective's output cannot be rebuilt by one rank alone: the plan
+  // must keep or swap it (and what needs it rebuilt).
+  absl::Status CheckRebuildable(int32_t t) const {
+    const int32_t p = idx_.producer[t];
+    if (g_.tensors[t].rebuild.has_value() ||
+        !g_.ops[p].collective.has_value()) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rebuilding for ", g_.OpLabel(current_op_), " needs ",
+        g_.TensorLabel(t), ", which collective ", g_.OpLabel(p),
+        " wrote: a collective's output can be kept or swapped, not "
+        "recomputed"));
+  }
 
   // The task that rebuilds dropped tensor t: its Rebuild recipe, or its
   // producer re-run, which also restores the producer's other outputs that

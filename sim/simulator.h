@@ -67,8 +67,15 @@ struct SimOptions {
   DeviceOptions device;
 };
 
-enum class StreamId : uint8_t { kCompute, kD2H, kH2D };
-enum class EventType : uint8_t { kOp, kRecompute, kSwapOut, kPrefetch };
+// kComm: a rank's communication stream (collectives; node runs).
+enum class StreamId : uint8_t { kCompute, kD2H, kH2D, kComm };
+enum class EventType : uint8_t {
+  kOp,
+  kRecompute,
+  kSwapOut,
+  kPrefetch,
+  kCollective,
+};
 
 struct SimEvent {
   StreamId stream;
@@ -106,6 +113,9 @@ struct SimResult {
   int64_t stall_prefetch_ns = 0;
   int64_t stall_swap_out_ns = 0;
   int64_t stall_memory_ns = 0;
+  // Compute waiting for a collective's output (node runs; alone, a
+  // collective takes no time).
+  int64_t stall_collective_ns = 0;
   int64_t unconstrained_peak_bytes = 0;
   int64_t static_bytes = 0;
   int64_t peak_pinned_host_bytes = 0;

@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "io/proto_file.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
 #include "slackswap/v1/graph.pb.h"
@@ -489,9 +490,34 @@ TEST(ListTest, ListsEveryPolicyHardwareProfileAndWorkload) {
     EXPECT_GT(parsed.workloads(i).saved_activation_bytes(), 0);
   }
   ExpectOneLineError(Slackswap({"list", "gpus"}), "INVALID_ARGUMENT",
-                     "give policies, hardware or workloads");
+                     "give policies, hardware, nodes or workloads");
   ExpectOneLineError(Slackswap({"list"}), "INVALID_ARGUMENT",
                      "list needs what to list");
+}
+
+TEST(ListTest, ListsNodesAsATableAndAsJson) {
+  Outcome table = Slackswap({"list", "nodes"});
+  ASSERT_EQ(table.code, 0) << table;
+  EXPECT_EQ(table.out,
+            "dgx-a100-80gb  8x a100-80gb-pcie4   4 switches, 2 sockets, "
+            "NVLink 300 GB/s each way, pinned 1 TB, 8 NICs\n"
+            "hgx-h100-sxm   8x h100-pcie5        4 switches, 2 sockets, "
+            "NVLink 450 GB/s each way, pinned 1 TB, 8 NICs\n"
+            "a100-pcie-8x   8x a100-80gb-pcie4   4 switches, 2 sockets, "
+            "no NVLink, pinned 500 GB, 0 NICs\n"
+            "gh200-4x       4x gh200-c2c         4 switches, 4 sockets, "
+            "NVLink 450 GB/s each way, pinned 960 GB, 0 NICs\n");
+  Outcome json = Slackswap({"list", "nodes", "--json"});
+  ASSERT_EQ(json.code, 0) << json;
+  v1::ListNodesResponse parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok())
+      << json;
+  ASSERT_EQ(parsed.nodes_size(), static_cast<int>(NodeNames().size()));
+  for (int i = 0; i < parsed.nodes_size(); ++i) {
+    EXPECT_EQ(parsed.nodes(i).name(), NodeNames()[i]);
+    EXPECT_GT(parsed.nodes(i).num_gpus(), 0);
+  }
 }
 
 TEST(BadInputTest, ABareBudgetAboveTenAsksForAUnit) {

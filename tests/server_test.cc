@@ -23,6 +23,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sha256.h"
 #include "common/version.h"
 #include "core/planning_core.h"
 #include "gmock/gmock.h"
@@ -36,8 +37,10 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "io/convert.h"
 #include "io/proto_file.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
 #include "planner/version.h"
@@ -428,6 +431,43 @@ TEST(ServerCatalogTest, ListsProfilesAndWorkloadsAndGetsAGraph) {
   EXPECT_EQ(Deterministic(graph), Deterministic(*mine));
 }
 
+TEST(ServerCatalogTest, ListsNodesAsTheCoreDoes) {
+  ServedPlanner server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  v1::ListNodesResponse nodes;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s =
+        server.stub().ListNodes(&ctx, v1::ListNodesRequest(), &nodes);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  std::vector<std::string> names;
+  for (const v1::NodeProfile& n : nodes.nodes()) {
+    names.push_back(n.name());
+    // Each node stands alone: its GPU inline, valid on the way back in.
+    EXPECT_TRUE(n.has_gpu_inline()) << n.name();
+    absl::StatusOr<Node> node = NodeFromProto(n);
+    EXPECT_TRUE(node.ok()) << node.status();
+  }
+  EXPECT_THAT(names, ::testing::ElementsAreArray(NodeNames()));
+  EXPECT_EQ(Deterministic(nodes),
+            Deterministic(PlanningCore(CoreLimits{}).ListNodes()));
+
+  // ServerInfo names them and digests the same answer.
+  v1::ServerInfoResponse info;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s =
+        server.stub().ServerInfo(&ctx, v1::ServerInfoRequest(), &info);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_THAT(info.nodes(), ::testing::ElementsAreArray(NodeNames()));
+  EXPECT_EQ(info.node_catalog_sha256(),
+            Sha256Hex(Sha256::Of(Deterministic(nodes))));
+}
+
 TEST(ServerCatalogTest, ServerInfoNamesTheBuildTheRegistryAndTheLimits) {
   ServedPlanner server({"--threads=1", "--max_message_mb=8",
                         "--max_request_s=30", "--max_graph_ops=5000"});
@@ -458,7 +498,7 @@ TEST(ServerCatalogTest, ServerInfoNamesTheBuildTheRegistryAndTheLimits) {
 
   // The CLI lists the same through it.
   const std::string target = server.target();
-  for (const char* what : {"policies", "hardware", "workloads"}) {
+  for (const char* what : {"policies", "hardware", "nodes", "workloads"}) {
     CommandResult remote =
         RunCommand({SLACKSWAP_BIN, "list", what, "--json", "--server", target});
     CommandResult local = RunCommand({SLACKSWAP_BIN, "list", what, "--json"});

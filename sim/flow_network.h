@@ -1,0 +1,137 @@
+// Shared links and the flows that cross them: each active flow gets its
+// max-min fair rate (progressive filling), recomputed whenever a flow starts
+// or ends. A link has a capacity per direction, which drops to its
+// both-directions figure while a flow crosses it the other way.
+//
+//   FlowNetwork net;
+//   int32_t uplink = net.AddLink({.h2d = 25, .d2h = 25, .both_h2d = 20,
+//                                 .both_d2h = 20});
+//   int32_t a = net.StartFlow({{uplink, LinkDir::kH2D}});
+//   int32_t b = net.StartFlow({{uplink, LinkDir::kH2D}});
+//   net.Rate(a);  // 12.5 bytes per ns: half each
+//   net.EndFlow(b);
+//   net.Rate(a);  // 25
+//
+// Progressive filling (water-filling): among the link-directions some
+// unfrozen flow crosses, take the one whose remaining capacity divided by
+// its unfrozen flows is smallest (the lowest link-direction index on a tie;
+// index = 2 x link + dir), freeze those flows at that share, subtract it from
+// every link-direction they cross, and repeat until every flow is frozen.
+// Each round freezes at least one flow, so it ends. A flow alone on a
+// link-direction of capacity c gets exactly c (c / 1 is exact), so one copy
+// per direction moves exactly as the single-GPU simulator's copies do.
+//
+// Infinite capacity (std::numeric_limits<double>::infinity()) is a link that
+// never limits: a flow that crosses only such links (or none) gets rate
+// infinity, and the subtraction leaves an infinite remainder infinite (never
+// inf - inf = NaN). A caller that moves bytes at the rate must not create
+// such a flow.
+//
+// Rates are recomputed eagerly on StartFlow and EndFlow, for the changed
+// flow's connected component(s) only: flows in other components share no
+// link with it, so their rates cannot change (and are not recomputed, so
+// they stay the same doubles). docs/SIMULATOR.md ("Shared links: max-min
+// fairness") has a worked example.
+//
+// Deterministic bit for bit: fixed iteration orders, no hashing, no
+// threads. Networks are small (a node: ~100 links, a few hundred flows); a
+// recompute costs O(hops + links x flows of the component) and allocates
+// nothing once the member vectors have grown.
+#ifndef SLACKSWAP_SIM_FLOW_NETWORK_H_
+#define SLACKSWAP_SIM_FLOW_NETWORK_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace slackswap {
+
+enum class LinkDir : uint8_t { kD2H, kH2D };
+
+// Bytes per nanosecond (= GB/s). A link whose directions do not slow each
+// other has both_* equal to the one-way rates.
+struct LinkCapacity {
+  double h2d = 0;
+  double d2h = 0;
+  double both_h2d = 0;
+  double both_d2h = 0;
+};
+
+struct Hop {
+  int32_t link;
+  LinkDir dir;
+};
+
+class FlowNetwork {
+ public:
+  // REQUIRES: every rate > 0 (std::numeric_limits<double>::infinity() is a
+  // link that never limits).
+  int32_t AddLink(const LinkCapacity& capacity);
+
+  // Starts a flow over `path` (one hop per link at most) and returns its id:
+  // the smallest id no active flow holds (ids of ended flows are reused). An
+  // empty path never limits: its rate is infinity. REQUIRES: every hop's
+  // link exists.
+  int32_t StartFlow(absl::Span<const Hop> path);
+  // REQUIRES: `flow` is active.
+  void EndFlow(int32_t flow);
+
+  // The flow's max-min fair rate among the active flows, in bytes per ns.
+  // REQUIRES: `flow` is active.
+  double Rate(int32_t flow) const;
+
+  // The active flows whose rate may have changed with the last StartFlow or
+  // EndFlow: those sharing a link (either direction) with the flow started
+  // or ended, and those sharing a link with them, transitively; the started
+  // flow itself included, the ended one not. Ascending ids. A caller
+  // re-reads only these rates. Valid until the next StartFlow or EndFlow.
+  absl::Span<const int32_t> Touched() const;
+
+  int32_t num_links() const;
+  int32_t num_active_flows() const;
+
+ private:
+  struct Flow {
+    std::vector<Hop> path;  // its capacity is kept when the id is reused
+    double rate = 0;
+    bool active = false;
+  };
+
+  // Rebuilds the link -> flows index, finds the component(s) reachable from
+  // `started` (a flow id, or -1) and the links of `seed` (into touched_), and
+  // refills their rates.
+  void Recompute(int32_t started, absl::Span<const Hop> seed);
+  void BuildLinkIndex();
+  void FindComponent(int32_t started, absl::Span<const Hop> seed);
+  void FillRates();
+  // The capacity of `link` in `dir`, given whether a flow crosses it the
+  // other way.
+  double Capacity(int32_t link, int32_t dir, bool both) const;
+
+  std::vector<LinkCapacity> links_;
+  std::vector<Flow> flows_;  // by id; inactive slots are free ids
+  int32_t num_active_ = 0;
+
+  // Scratch, rebuilt by every Recompute and kept for its capacity.
+  // Active flows crossing each link (either direction), ascending ids:
+  // flows_on_link_[link_begin_[l] .. link_begin_[l + 1]).
+  std::vector<int32_t> link_begin_;
+  std::vector<int32_t> flows_on_link_;
+  std::vector<int32_t> link_cursor_;
+  // Active flows crossing each link-direction (index 2 x link + dir).
+  std::vector<int32_t> dir_flows_;
+  std::vector<bool> link_seen_;
+  std::vector<bool> flow_seen_;
+  std::vector<int32_t> component_links_;  // ascending after FindComponent
+  std::vector<int32_t> touched_;          // ascending
+  // Progressive filling's state per link-direction of the component.
+  std::vector<double> remaining_;
+  std::vector<int32_t> unfrozen_;
+  std::vector<int32_t> candidates_;  // link-directions with unfrozen flows
+  std::vector<bool> frozen_;         // by flow id
+};
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_SIM_FLOW_NETWORK_H_
