@@ -23,6 +23,9 @@ int32_t LinkDirIndex(const Hop& hop) {
 
 int32_t FlowNetwork::AddLink(const LinkCapacity& capacity) {
   links_.push_back(capacity);
+  link_flows_.emplace_back();
+  dir_flows_.push_back(0);
+  dir_flows_.push_back(0);
   return static_cast<int32_t>(links_.size()) - 1;
 }
 
@@ -37,6 +40,11 @@ int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
   flow.rate = 0;
   flow.active = true;
   ++num_active_;
+  for (const Hop& hop : flow.path) {
+    std::vector<int32_t>& on = link_flows_[hop.link];
+    on.insert(std::lower_bound(on.begin(), on.end(), id), id);
+    ++dir_flows_[LinkDirIndex(hop)];
+  }
   Recompute(id, flow.path);
   return id;
 }
@@ -46,6 +54,11 @@ void FlowNetwork::EndFlow(int32_t flow) {
   f.active = false;
   f.rate = 0;
   --num_active_;
+  for (const Hop& hop : f.path) {
+    std::vector<int32_t>& on = link_flows_[hop.link];
+    on.erase(std::lower_bound(on.begin(), on.end(), flow));
+    --dir_flows_[LinkDirIndex(hop)];
+  }
   // The path stays in the slot (for its capacity), so it can seed the search
   // for the flows that shared its links.
   Recompute(-1, f.path);
@@ -68,38 +81,14 @@ double FlowNetwork::Capacity(int32_t link, int32_t dir, bool both) const {
 }
 
 void FlowNetwork::Recompute(int32_t started, absl::Span<const Hop> seed) {
-  BuildLinkIndex();
   FindComponent(started, seed);
   FillRates();
 }
 
-void FlowNetwork::BuildLinkIndex() {
-  const size_t num_links = links_.size();
-  link_begin_.assign(num_links + 1, 0);
-  dir_flows_.assign(2 * num_links, 0);
-  for (const Flow& f : flows_) {
-    if (!f.active) continue;
-    for (const Hop& hop : f.path) {
-      ++link_begin_[hop.link + 1];
-      ++dir_flows_[LinkDirIndex(hop)];
-    }
-  }
-  for (size_t l = 0; l < num_links; ++l) link_begin_[l + 1] += link_begin_[l];
-  flows_on_link_.resize(link_begin_[num_links]);
-  link_cursor_.assign(link_begin_.begin(), link_begin_.end() - 1);
-  // Flows in id order, so each link's list is ascending.
-  const int32_t slots = static_cast<int32_t>(flows_.size());
-  for (int32_t id = 0; id < slots; ++id) {
-    if (!flows_[id].active) continue;
-    for (const Hop& hop : flows_[id].path) {
-      flows_on_link_[link_cursor_[hop.link]++] = id;
-    }
-  }
-}
-
 void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {
-  link_seen_.assign(links_.size(), false);
-  flow_seen_.assign(flows_.size(), false);
+  // All false between calls: only what this search marks is reset.
+  link_seen_.resize(links_.size(), false);
+  flow_seen_.resize(flows_.size(), false);
   component_links_.clear();
   touched_.clear();
   auto visit_link = [this](int32_t link) {
@@ -116,14 +105,15 @@ void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {
   // recursion, whatever the network's shape.
   for (size_t i = 0; i < component_links_.size(); ++i) {
     const int32_t link = component_links_[i];
-    for (int32_t k = link_begin_[link]; k < link_begin_[link + 1]; ++k) {
-      const int32_t id = flows_on_link_[k];
+    for (int32_t id : link_flows_[link]) {
       if (flow_seen_[id]) continue;
       flow_seen_[id] = true;
       touched_.push_back(id);
       for (const Hop& hop : flows_[id].path) visit_link(hop.link);
     }
   }
+  for (int32_t link : component_links_) link_seen_[link] = false;
+  for (int32_t id : touched_) flow_seen_[id] = false;
   std::sort(component_links_.begin(), component_links_.end());
   std::sort(touched_.begin(), touched_.end());
 }
@@ -164,8 +154,7 @@ void FlowNetwork::FillRates() {
     }
     const int32_t ld = candidates_[best];
     const int32_t link = ld / 2;
-    for (int32_t k = link_begin_[link]; k < link_begin_[link + 1]; ++k) {
-      const int32_t id = flows_on_link_[k];
+    for (int32_t id : link_flows_[link]) {
       if (frozen_[id]) continue;
       Flow& f = flows_[id];
       bool crosses = false;

@@ -98,11 +98,9 @@ class FlowNetwork {
     bool active = false;
   };
 
-  // Rebuilds the link -> flows index, finds the component(s) reachable from
-  // `started` (a flow id, or -1) and the links of `seed` (into touched_), and
-  // refills their rates.
+  // Finds the component(s) reachable from `started` (a flow id, or -1) and
+  // the links of `seed` (into touched_), and refills their rates.
   void Recompute(int32_t started, absl::Span<const Hop> seed);
-  void BuildLinkIndex();
   void FindComponent(int32_t started, absl::Span<const Hop> seed);
   void FillRates();
   // The capacity of `link` in `dir`, given whether a flow crosses it the
@@ -113,14 +111,13 @@ class FlowNetwork {
   std::vector<Flow> flows_;  // by id; inactive slots are free ids
   int32_t num_active_ = 0;
 
-  // Scratch, rebuilt by every Recompute and kept for its capacity.
-  // Active flows crossing each link (either direction), ascending ids:
-  // flows_on_link_[link_begin_[l] .. link_begin_[l + 1]).
-  std::vector<int32_t> link_begin_;
-  std::vector<int32_t> flows_on_link_;
-  std::vector<int32_t> link_cursor_;
-  // Active flows crossing each link-direction (index 2 x link + dir).
+  // Active flows crossing each link (either direction), ascending ids, and
+  // per link-direction (index 2 x link + dir) how many: kept as flows start
+  // and end.
+  std::vector<std::vector<int32_t>> link_flows_;
   std::vector<int32_t> dir_flows_;
+  // Scratch, kept for its capacity; the seen flags are all false between
+  // calls.
   std::vector<bool> link_seen_;
   std::vector<bool> flow_seen_;
   std::vector<int32_t> component_links_;  // ascending after FindComponent

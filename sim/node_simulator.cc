@@ -77,16 +77,41 @@ class NodeLinks final : public SharedLinks {
                   Capacity(node.sockets[s].memory));
     }
     if (collectives) AddPeerLinks(socket_used);
+    // A link that carries everything that can ever cross it at full speed
+    // never limits a flow: its flows leave it out of the network (the same
+    // max-min rates, with fewer flows tied together to recompute), and it
+    // is still counted. Only host copies cross the sockets' memory, and
+    // the uplinks when no collective crosses the switches.
+    std::vector<std::array<double, 2>> demand(caps_.size(), {0, 0});
+    const bool peers_on_pcie = collectives && node.nvlink_gbps <= 0;
     paths_.resize(ranks.size());
+    counted_paths_.resize(ranks.size());
     flow_of_.assign(ranks.size(), {kNone, kNone});
     for (size_t i = 0; i < ranks.size(); ++i) {
       const int32_t sw = node.SwitchOf(ranks[i].gpu);
       const int32_t socket = node.switches[sw].socket;
       for (int stream : {kD2HStream, kH2DStream}) {
         const LinkDir dir = DirOf(stream);
-        paths_[i][stream] = {{gpu_link_[ranks[i].gpu], dir},
-                             {uplink_[sw], dir},
-                             {memory[socket], dir}};
+        counted_paths_[i][stream] = {{gpu_link_[ranks[i].gpu], dir},
+                                     {uplink_[sw], dir},
+                                     {memory[socket], dir}};
+        for (const Hop& hop : counted_paths_[i][stream]) {
+          demand[hop.link][stream] +=
+              OneWay(caps_[gpu_link_[ranks[i].gpu]], dir);
+        }
+      }
+    }
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      for (int stream : {kD2HStream, kH2DStream}) {
+        for (const Hop& hop : counted_paths_[i][stream]) {
+          const bool shared_with_peers = peers_on_pcie &&
+                                         hop.link != gpu_link_[ranks[i].gpu] &&
+                                         IsUplink(hop.link);
+          if (hop.link == gpu_link_[ranks[i].gpu] || shared_with_peers ||
+              Slowest(caps_[hop.link], hop.dir) < demand[hop.link][stream]) {
+            paths_[i][stream].push_back(hop);
+          }
+        }
       }
     }
   }
@@ -106,7 +131,7 @@ class NodeLinks final : public SharedLinks {
     const int32_t flow = flow_of_[rank][stream];
     flow_of_[rank][stream] = kNone;
     owner_[flow] = Owner();
-    Count(paths_[rank][stream], bytes);
+    Count(counted_paths_[rank][stream], bytes);
     net_.EndFlow(flow);
     Update(rank, now, /*started=*/kNone);
   }
@@ -229,6 +254,18 @@ class NodeLinks final : public SharedLinks {
     int32_t left = 0;
   };
 
+  static double OneWay(const LinkCapacity& c, LinkDir dir) {
+    return dir == LinkDir::kH2D ? c.h2d : c.d2h;
+  }
+  // The least a direction gives: alone or while the other is busy.
+  static double Slowest(const LinkCapacity& c, LinkDir dir) {
+    return dir == LinkDir::kH2D ? std::min(c.h2d, c.both_h2d)
+                                : std::min(c.d2h, c.both_d2h);
+  }
+  bool IsUplink(int32_t link) const {
+    return std::find(uplink_.begin(), uplink_.end(), link) != uplink_.end();
+  }
+
   static double Utilization(int64_t bytes, double rate, int64_t step_ns) {
     if (step_ns <= 0 || rate == std::numeric_limits<double>::infinity()) {
       return 0;
@@ -339,8 +376,10 @@ class NodeLinks final : public SharedLinks {
   std::vector<int32_t> uplink_;
   std::vector<int32_t> nvlink_;
   int32_t inter_socket_ = kNone;
-  // Per rank and stream: the hops of its copies, and its flow in flight.
+  // Per rank and stream: the hops of its copies in the network (those that
+  // can limit them) and all the links they cross; its flow in flight.
   std::vector<std::array<std::vector<Hop>, 2>> paths_;
+  std::vector<std::array<std::vector<Hop>, 2>> counted_paths_;
   std::vector<std::array<int32_t, 2>> flow_of_;
   std::vector<Owner> owner_;
   std::vector<Running> running_;
@@ -568,6 +607,11 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
 
   NodeSimResult result;
   int64_t now = 0;
+  // Ranks that had an event at `now`: only they can start something (a
+  // rank waits only for its own streams, its memory and its collectives;
+  // another rank's copies change how fast its copies move, not whether
+  // anything can start).
+  std::vector<bool> moved(runs.size(), true);
   StopPoller poller(opts.should_stop, 1024);
   while (result.feasible) {
     if (poller.Stop()) {
@@ -581,13 +625,15 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
     bool all_done = true;
     for (size_t i = 0; i < runs.size() && result.feasible; ++i) {
       RankRun& run = *runs[i];
+      all_done &= run.done();
+      if (!moved[i]) continue;
+      moved[i] = false;
       run.StartWhatCan();
       if (!run.feasible()) {
         result.feasible = false;
         result.infeasible_reason = absl::StrCat(
             "rank ", i, " (GPU ", ranks[i].gpu, "): ", run.infeasible_reason());
       }
-      all_done &= run.done();
     }
     if (!result.feasible || all_done) break;
     if (order.any) {
@@ -614,11 +660,21 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
       if (!run->done()) run->AccountStall(next);
     }
     now = next;
-    for (const auto& run : runs) {
-      if (!run->done()) run->FinishAt(now);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      RankRun& run = *runs[i];
+      if (run.done()) continue;
+      if (run.NextEvent() != now) {
+        run.AdvanceTo(now);
+        continue;
+      }
+      run.FinishAt(now);
+      moved[i] = true;
     }
     links.FinishCollectivesAt(now, [&](const std::vector<int32_t>& members) {
-      for (int32_t m : members) runs[m]->FinishCommHead(now);
+      for (int32_t m : members) {
+        runs[m]->FinishCommHead(now);
+        moved[m] = true;
+      }
     });
   }
 

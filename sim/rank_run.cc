@@ -61,24 +61,14 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
   Sample();
 }
 
-void RankRun::StartWhatCan() {
+void RankRun::StartWhatCan() { StartAll(); }
+
+inline void RankRun::StartAll() {
   bool started = true;
   while (started && result_.feasible) {
     started = TryStartCompute();
     started |= TryStartCopies();
   }
-}
-
-bool RankRun::done() const {
-  return task_ == static_cast<int32_t>(s_.tasks.size()) &&
-         !copy_[kD2HStream].active() && !copy_[kH2DStream].active() &&
-         queue_[kD2HStream].empty() && queue_[kH2DStream].empty() &&
-         comm_head_ == comm_queue_.size();
-}
-
-bool RankRun::busy() const {
-  return compute_busy_ || copy_[kD2HStream].active() ||
-         copy_[kH2DStream].active() || comm_running_;
 }
 
 int32_t RankRun::CommHead() const {
@@ -95,15 +85,12 @@ void RankRun::FinishCommHead(int64_t now) {
   now_ = now;
   const int32_t task = comm_queue_[comm_head_++];
   comm_running_ = false;
-  EndTask(task, StreamId::kComm, comm_start_);
+  EndTask<StreamId::kComm>(task, comm_start_);
 }
 
-int64_t RankRun::NextEvent() const {
-  return std::min({compute_busy_ ? compute_end_ : kNeverNs,
-                   copy_[kD2HStream].finish, copy_[kH2DStream].finish});
-}
+void RankRun::FinishAt(int64_t now) { FinishAll(now); }
 
-void RankRun::FinishAt(int64_t now) {
+inline void RankRun::FinishAll(int64_t now) {
   now_ = now;
   if (copy_[kD2HStream].finish == now_) FinishCopy(kD2HStream);
   if (copy_[kH2DStream].finish == now_) FinishCopy(kH2DStream);
@@ -276,15 +263,16 @@ inline void RankRun::FinishTask() {
   // The workspace goes back with the kernel, before the tensors it read.
   if (device_.has_value()) device_->Free(device_->WorkspaceKey(), now_);
   compute_busy_ = false;
-  EndTask(task_++, StreamId::kCompute, compute_start_);
+  EndTask<StreamId::kCompute>(task_++, compute_start_);
 }
 
-inline void RankRun::EndTask(int32_t i, StreamId stream, int64_t start) {
+template <StreamId stream>
+inline void RankRun::EndTask(int32_t i, int64_t start) {
   const Task& task = s_.tasks[i];
   for (int32_t t : s_.frees.Of(i)) Release(t);
   trans_ -= task.workspace_bytes;
   for (int32_t t : s_.forward_done.Of(i)) ReleaseSwapped(t);
-  if (stream == StreamId::kComm) {
+  if constexpr (stream == StreamId::kComm) {
     for (int32_t t : g_.ops[task.op].outputs) comm_pending_[t] = false;
   }
   Sample();
@@ -419,7 +407,9 @@ inline void RankRun::FinishCopy(int dir) {
   }
 }
 
-void RankRun::AccountStall(int64_t next) {
+void RankRun::AccountStall(int64_t next) { ChargeStall(next); }
+
+inline void RankRun::ChargeStall(int64_t next) {
   if (compute_busy_ || task_ == static_cast<int32_t>(s_.tasks.size())) {
     return;
   }
@@ -483,9 +473,8 @@ std::string RankRun::DescribeDeadlock() const {
   return absl::StrCat("no stream can make progress", at);
 }
 
-// In this file, where the compiler sees every call of the loop: one event
-// is a few nanoseconds of work, and calls across files would add half as
-// much again.
+// In this file, where the loop's steps are inlined (StartAll and the
+// others).
 absl::StatusOr<SimResult> RunAlone(const Graph& g, const Hardware& hw,
                                    const OpDurations& d, const Schedule& s,
                                    const SimOptions& opts) {
@@ -497,7 +486,7 @@ absl::StatusOr<SimResult> RunAlone(const Graph& g, const Hardware& hw,
       return absl::CancelledError(
           absl::StrCat("simulation stopped at ", FormatMs(run.now())));
     }
-    run.StartWhatCan();
+    run.StartAll();
     if (!run.feasible() || run.done()) break;
     if (!run.busy()) {
       run.Infeasible(run.DescribeDeadlock());
@@ -505,8 +494,8 @@ absl::StatusOr<SimResult> RunAlone(const Graph& g, const Hardware& hw,
     }
     const int64_t next = run.NextEvent();
     if (next >= kTimeHorizonNs) return TimeHorizonError(next);
-    run.AccountStall(next);
-    run.FinishAt(next);
+    run.ChargeStall(next);
+    run.FinishAll(next);
   }
   return run.Finish();
 }
