@@ -14,6 +14,7 @@
 #include "io/proto_file.h"
 #include "model/budget.h"
 #include "model/hardware.h"
+#include "model/transformer.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
 
@@ -29,6 +30,9 @@ const FlagSpecs& StepFlags() {
       {"seq", "N", "workload override: sequence length"},
       {"layers", "N", "workload override: number of layers"},
       {"attention", "flash|unfused", "workload override: attention kernels"},
+      {"dp", "N",
+       "workload override: data parallel over N ranks as PyTorch DDP does "
+       "it (bucketed gradient all-reduces in backward; default 1)"},
       {"hardware", "NAME|FILE",
        absl::StrCat("a catalog profile (", absl::StrJoin(HardwareNames(), ", "),
                     ") or a HardwareProfile file"),
@@ -94,6 +98,16 @@ absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags) {
   if (batch.has_value()) ref.set_batch(*batch);
   if (seq.has_value()) ref.set_seq(*seq);
   if (layers.has_value()) ref.set_layers(*layers);
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> dp, flags.GetInt("dp"));
+  if (dp.has_value()) {
+    // The message's field is an int32: refuse here what would not fit,
+    // rather than send a wrapped value.
+    if (*dp < 1 || *dp > kMaxDataParallel) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--dp must be in [1, ", kMaxDataParallel, "] ranks, got ", *dp));
+    }
+    ref.set_data_parallel(static_cast<int32_t>(*dp));
+  }
   ref.set_attention(flags.Get("attention").value_or(""));
   return ref;
 }
@@ -110,7 +124,7 @@ absl::StatusOr<GraphFrom> GraphFromFlags(const Flags& flags,
     SLACKSWAP_ASSIGN_OR_RETURN(*workload, WorkloadFromFlags(flags));
     return GraphFrom::kWorkload;
   }
-  for (const char* name : {"batch", "seq", "layers", "attention"}) {
+  for (const char* name : {"batch", "seq", "layers", "attention", "dp"}) {
     if (flags.Has(name)) {
       return absl::InvalidArgumentError(std::string("--") + name +
                                         " applies to --workload, not --graph");

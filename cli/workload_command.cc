@@ -1,5 +1,5 @@
 // slackswap workload --workload NAME [--batch N --seq N --layers N
-//   --attention flash|unfused] --out FILE [--server HOST:PORT ...]
+//   --attention flash|unfused --dp N] --out FILE [--server HOST:PORT ...]
 #include <ostream>
 
 #include "absl/strings/str_format.h"
@@ -50,7 +50,9 @@ Command WorkloadCommand() {
       .synopsis = "--workload NAME --out FILE [flags]",
       .flags = Concat({flags, BackendFlags()}),
       .examples = {"slackswap workload --workload gpt2-xl --layers 2 --out "
-                   "gpt2.json"},
+                   "gpt2.json",
+                   "slackswap workload --workload llama-7b --dp 8 --out "
+                   "llama-ddp8.pb"},
       .run = &RunWorkload,
   };
 }

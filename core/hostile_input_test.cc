@@ -266,6 +266,14 @@ TEST(HostileInputTest, HugeWorkloadOverridesAreRefused) {
   req.mutable_step()->mutable_workload()->set_layers(2);
   req.mutable_step()->mutable_workload()->set_seq(int64_t{1} << 40);
   Check(req, {absl::StatusCode::kInvalidArgument, "step.workload"});
+  req.mutable_step()->mutable_workload()->clear_seq();
+  for (int32_t ranks : {0, -3, 65}) {
+    req.mutable_step()->mutable_workload()->set_data_parallel(ranks);
+    Check(req, {absl::StatusCode::kInvalidArgument,
+                absl::StrCat("step.workload.data_parallel must be in [1, 64] "
+                             "ranks, got ",
+                             ranks)});
+  }
 }
 
 TEST(HostileInputTest, TooManyTimelinePointsOrSweepPoints) {

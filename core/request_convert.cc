@@ -10,6 +10,7 @@
 #include "io/convert.h"
 #include "model/budget.h"
 #include "model/transformer.h"
+#include "model/workloads.h"
 #include "planner/policy.h"
 
 namespace slackswap {
@@ -34,6 +35,14 @@ absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
                        " exceeds the limit of ", limits.max_workload_layers));
     }
     o.layers = ref.layers();
+  }
+  if (ref.has_data_parallel()) {
+    if (ref.data_parallel() < 1 || ref.data_parallel() > kMaxDataParallel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".data_parallel must be in [1, ",
+                       kMaxDataParallel, "] ranks, got ", ref.data_parallel()));
+    }
+    o.data_parallel = ref.data_parallel();
   }
   if (!ref.attention().empty()) {
     absl::StatusOr<Attention> a = ParseAttention(ref.attention());

@@ -153,6 +153,85 @@ v1::Phase PhaseToProto(Phase p) {
   return v1::PHASE_UNSPECIFIED;
 }
 
+absl::StatusOr<CollectiveKind> CollectiveKindFromProto(v1::CollectiveKind k,
+                                                       Where where) {
+  switch (k) {
+    case v1::COLLECTIVE_KIND_ALL_GATHER:
+      return CollectiveKind::kAllGather;
+    case v1::COLLECTIVE_KIND_REDUCE_SCATTER:
+      return CollectiveKind::kReduceScatter;
+    case v1::COLLECTIVE_KIND_ALL_REDUCE:
+      return CollectiveKind::kAllReduce;
+    case v1::COLLECTIVE_KIND_ALL_TO_ALL:
+      return CollectiveKind::kAllToAll;
+    case v1::COLLECTIVE_KIND_SEND_RECV:
+      return CollectiveKind::kSendRecv;
+    case v1::COLLECTIVE_KIND_UNSPECIFIED:
+      // No kind to default to: each moves its bytes differently.
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(),
+          ": collective.kind is unset; set COLLECTIVE_KIND_ALL_GATHER, "
+          "COLLECTIVE_KIND_REDUCE_SCATTER, COLLECTIVE_KIND_ALL_REDUCE, "
+          "COLLECTIVE_KIND_ALL_TO_ALL or COLLECTIVE_KIND_SEND_RECV"));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ": collective.kind has unknown value ", k));
+  }
+}
+
+v1::CollectiveKind CollectiveKindToProto(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllGather:
+      return v1::COLLECTIVE_KIND_ALL_GATHER;
+    case CollectiveKind::kReduceScatter:
+      return v1::COLLECTIVE_KIND_REDUCE_SCATTER;
+    case CollectiveKind::kAllReduce:
+      return v1::COLLECTIVE_KIND_ALL_REDUCE;
+    case CollectiveKind::kAllToAll:
+      return v1::COLLECTIVE_KIND_ALL_TO_ALL;
+    case CollectiveKind::kSendRecv:
+      return v1::COLLECTIVE_KIND_SEND_RECV;
+  }
+  return v1::COLLECTIVE_KIND_UNSPECIFIED;
+}
+
+absl::StatusOr<CollectiveAlgorithm> CollectiveAlgorithmFromProto(
+    v1::CollectiveAlgorithm a, Where where) {
+  switch (a) {
+    case v1::COLLECTIVE_ALGORITHM_UNSPECIFIED:
+    case v1::COLLECTIVE_ALGORITHM_RING:
+      return CollectiveAlgorithm::kRing;
+    case v1::COLLECTIVE_ALGORITHM_TREE:
+      return CollectiveAlgorithm::kTree;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), ": collective.algorithm has unknown value ", a));
+  }
+}
+
+v1::CollectiveAlgorithm CollectiveAlgorithmToProto(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::kRing:
+      return v1::COLLECTIVE_ALGORITHM_RING;
+    case CollectiveAlgorithm::kTree:
+      return v1::COLLECTIVE_ALGORITHM_TREE;
+  }
+  return v1::COLLECTIVE_ALGORITHM_UNSPECIFIED;
+}
+
+// The enums only: IndexGraph checks the bytes and the group (with messages
+// naming the op's collective fields).
+absl::StatusOr<Collective> CollectiveFromProto(const v1::Collective& pb,
+                                               Where where) {
+  Collective c;
+  SLACKSWAP_ASSIGN_OR_RETURN(c.kind, CollectiveKindFromProto(pb.kind(), where));
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      c.algorithm, CollectiveAlgorithmFromProto(pb.algorithm(), where));
+  c.bytes = pb.bytes();
+  c.group.assign(pb.group().begin(), pb.group().end());
+  return c;
+}
+
 absl::StatusOr<Duplex> DuplexFromProto(v1::Duplex d, const std::string& name) {
   switch (d) {
     case v1::DUPLEX_UNSPECIFIED:
@@ -343,6 +422,10 @@ absl::Status GraphConverter::AddOp(const v1::Op& o) {
   op.external_id = o.id();
   op.layer = o.layer();
   op.workspace_bytes = o.workspace_bytes();
+  if (o.has_collective()) {
+    SLACKSWAP_ASSIGN_OR_RETURN(op.collective,
+                               CollectiveFromProto(o.collective(), where));
+  }
   g_.ops.push_back(std::move(op));
   return absl::OkStatus();
 }
@@ -402,6 +485,13 @@ v1::OperatorGraph GraphToProto(const Graph& g) {
     out->set_workspace_bytes(o.workspace_bytes);
     out->set_layer(o.layer);
     CostToProto(o.cost, out->mutable_cost());
+    if (o.collective.has_value()) {
+      v1::Collective* c = out->mutable_collective();
+      c->set_kind(CollectiveKindToProto(o.collective->kind));
+      c->set_algorithm(CollectiveAlgorithmToProto(o.collective->algorithm));
+      c->set_bytes(o.collective->bytes);
+      for (int32_t r : o.collective->group) c->add_group(r);
+    }
   }
   return pb;
 }

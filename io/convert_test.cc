@@ -39,6 +39,12 @@ v1::OperatorGraph Wire() {
   return g;
 }
 
+std::string Bytes(const google::protobuf::Message& m) {
+  std::string out;
+  EXPECT_TRUE(SerializeDeterministic(m, &out));
+  return out;
+}
+
 std::string ErrorOf(const v1::OperatorGraph& pb) {
   absl::StatusOr<Graph> g = GraphFromProto(pb);
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
@@ -67,6 +73,119 @@ TEST(ConvertTest, GeneratedWorkloadsRoundTrip) {
   EXPECT_EQ(back->index.saved_bytes, g->index.saved_bytes);
   EXPECT_EQ(GraphToProto(*back).SerializeAsString(),
             GraphToProto(*g).SerializeAsString());
+}
+
+// Wire() and a collective after the backward op.
+v1::OperatorGraph WireWithCollective() {
+  v1::OperatorGraph g = Wire();
+  v1::Op* ar = g.add_ops();
+  ar->set_id(14);
+  ar->set_name("ar");
+  ar->set_phase(v1::PHASE_BACKWARD);
+  v1::Collective* c = ar->mutable_collective();
+  c->set_kind(v1::COLLECTIVE_KIND_ALL_REDUCE);
+  c->set_algorithm(v1::COLLECTIVE_ALGORITHM_TREE);
+  c->set_bytes(4096);
+  c->add_group(1);
+  c->add_group(0);
+  return g;
+}
+
+TEST(ConvertTest, CollectivesRoundTrip) {
+  absl::StatusOr<Graph> g = GraphFromProto(WireWithCollective());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_FALSE(g->ops[1].collective.has_value());
+  ASSERT_TRUE(g->ops[2].collective.has_value());
+  const Collective& c = *g->ops[2].collective;
+  EXPECT_EQ(c.kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(c.algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_EQ(c.bytes, 4096);
+  EXPECT_THAT(c.group, ::testing::ElementsAre(1, 0));
+  const v1::OperatorGraph back = GraphToProto(*g);
+  EXPECT_FALSE(back.ops(1).has_collective());
+  EXPECT_EQ(Bytes(back.ops(2).collective()),
+            Bytes(WireWithCollective().ops(2).collective()));
+  // Every kind and algorithm, both ways.
+  v1::OperatorGraph pb = WireWithCollective();
+  for (v1::CollectiveKind kind :
+       {v1::COLLECTIVE_KIND_ALL_GATHER, v1::COLLECTIVE_KIND_REDUCE_SCATTER,
+        v1::COLLECTIVE_KIND_ALL_REDUCE, v1::COLLECTIVE_KIND_ALL_TO_ALL,
+        v1::COLLECTIVE_KIND_SEND_RECV}) {
+    for (v1::CollectiveAlgorithm algorithm :
+         {v1::COLLECTIVE_ALGORITHM_RING, v1::COLLECTIVE_ALGORITHM_TREE}) {
+      pb.mutable_ops(2)->mutable_collective()->set_kind(kind);
+      pb.mutable_ops(2)->mutable_collective()->set_algorithm(algorithm);
+      absl::StatusOr<Graph> each = GraphFromProto(pb);
+      ASSERT_TRUE(each.ok()) << each.status();
+      EXPECT_EQ(Bytes(GraphToProto(*each).ops(2).collective()),
+                Bytes(pb.ops(2).collective()));
+    }
+  }
+  // No algorithm: a ring, written back as one.
+  pb.mutable_ops(2)->mutable_collective()->clear_algorithm();
+  absl::StatusOr<Graph> ring = GraphFromProto(pb);
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  EXPECT_EQ(ring->ops[2].collective->algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_EQ(GraphToProto(*ring).ops(2).collective().algorithm(),
+            v1::COLLECTIVE_ALGORITHM_RING);
+}
+
+TEST(ConvertTest, CollectiveErrorsNameTheField) {
+  v1::OperatorGraph pb = WireWithCollective();
+  pb.mutable_ops(2)->mutable_collective()->set_kind(
+      static_cast<v1::CollectiveKind>(99));
+  EXPECT_EQ(ErrorOf(pb), "op 14 (ar): collective.kind has unknown value 99");
+  pb.mutable_ops(2)->mutable_collective()->clear_kind();
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("op 14 (ar): collective.kind is unset"));
+  pb = WireWithCollective();
+  pb.mutable_ops(2)->mutable_collective()->set_algorithm(
+      static_cast<v1::CollectiveAlgorithm>(7));
+  EXPECT_EQ(ErrorOf(pb),
+            "op 14 (ar): collective.algorithm has unknown value 7");
+  // The bytes and group as IndexGraph checks them (model/graph.h).
+  pb = WireWithCollective();
+  pb.mutable_ops(2)->mutable_collective()->set_group(1, 70);
+  EXPECT_EQ(ErrorOf(pb),
+            "op 14 (ar): collective.group[1]: rank 70 is outside [0, 64)");
+  pb = WireWithCollective();
+  pb.mutable_ops(2)->mutable_collective()->set_bytes(-1);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("op 14 (ar): collective.bytes must be"));
+  pb = WireWithCollective();
+  pb.mutable_ops(2)->mutable_collective()->clear_group();
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("op 14 (ar): collective.group must"));
+  // An empty message is a collective still: one with no kind.
+  pb = Wire();
+  pb.mutable_ops(1)->mutable_collective();
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("op 13 (mlp_up.bwd): collective.kind"));
+}
+
+TEST(ConvertTest, DataParallelWorkloadsRoundTripAndOthersHaveNoCollective) {
+  WorkloadOverrides o;
+  o.layers = 2;
+  absl::StatusOr<Graph> one = BuildWorkload("gpt2-xl", o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  // No collective, no field: such a graph's bytes are what they were
+  // before the field existed.
+  const v1::OperatorGraph one_pb = GraphToProto(*one);
+  for (const v1::Op& op : one_pb.ops()) {
+    EXPECT_FALSE(op.has_collective()) << op.name();
+  }
+  o.data_parallel = 8;
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const v1::OperatorGraph pb = GraphToProto(*g);
+  int collectives = 0;
+  for (const v1::Op& op : pb.ops()) {
+    if (!op.has_collective()) continue;
+    ++collectives;
+    EXPECT_EQ(op.collective().kind(), v1::COLLECTIVE_KIND_ALL_REDUCE);
+    EXPECT_EQ(op.collective().algorithm(), v1::COLLECTIVE_ALGORITHM_RING);
+    EXPECT_EQ(op.collective().group_size(), 8);
+  }
+  EXPECT_GT(collectives, 1);
+  absl::StatusOr<Graph> back = GraphFromProto(pb);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(Bytes(GraphToProto(*back)), Bytes(pb));
 }
 
 TEST(ConvertTest, NamesDanglingIds) {
@@ -137,12 +256,6 @@ TEST(ConvertTest, HardwareRoundTripsAndIsValidated) {
   pb.set_framework_reserve_bytes(-1);
   EXPECT_THAT(std::string(HardwareFromProto(pb).status().message()),
               HasSubstr("framework_reserve_bytes"));
-}
-
-std::string Bytes(const google::protobuf::Message& m) {
-  std::string out;
-  EXPECT_TRUE(SerializeDeterministic(m, &out));
-  return out;
 }
 
 TEST(ConvertTest, EveryCatalogNodeRoundTrips) {

@@ -9,7 +9,9 @@
 //
 // The stream takes a file whose top-level fields are the graph's name,
 // description, tensors and ops (tensors before ops, as protobuf writes
-// them); anything else (unknown fields, tensors after ops, a file of 2 GiB
+// them), each tensor and op parsed whole by its message's parser, so
+// every field in them (an op's collective too) is read as the message
+// reads it; anything else (unknown fields, tensors after ops, a file of 2 GiB
 // or more) and any error goes the other way, so every file gets the answer
 // and the error it got before.
 #ifndef SLACKSWAP_IO_GRAPH_FILE_H_

@@ -177,6 +177,52 @@ TEST(GraphFileTest, AnyOtherFileGetsTheMessagesAnswer) {
               HasSubstr("not a valid binary OperatorGraph"));
 }
 
+// A data-parallel step: its all-reduces are ops with a collective, which the
+// stream parses with the op; a bad one gets the message's error.
+TEST(GraphFileTest, CollectivesStreamLikeTheMessage) {
+  WorkloadOverrides o;
+  o.layers = 2;
+  o.data_parallel = 8;
+  absl::StatusOr<Graph> ddp = BuildWorkload("bert-large", o);
+  ASSERT_TRUE(ddp.ok()) << ddp.status();
+  const v1::OperatorGraph pb = GraphToProto(*ddp);
+  int collectives = 0;
+  for (const v1::Op& op : pb.ops()) collectives += op.has_collective();
+  ASSERT_GT(collectives, 1);
+  for (const char* ext : {".pb", ".txtpb", ".json"}) {
+    const std::string path = TempPath(std::string("ddp") + ext);
+    ASSERT_TRUE(WriteProtoFile(path, pb).ok());
+    EXPECT_EQ(Actual(path), Expected(path)) << ext;
+    EXPECT_EQ(Actual(path), pb.SerializeAsString()) << ext;
+  }
+  const std::string path = TempPath("ddp.pb");
+  absl::StatusOr<std::optional<Graph>> streamed = StreamGraphFile(path, {});
+  ASSERT_TRUE(streamed.ok() && streamed->has_value());
+  int streamed_collectives = 0;
+  for (const Op& op : (*streamed)->ops) {
+    if (!op.collective.has_value()) continue;
+    ++streamed_collectives;
+    EXPECT_EQ(op.collective->group.size(), 8u);
+    EXPECT_GE(op.collective->bytes, 1);
+  }
+  EXPECT_EQ(streamed_collectives, collectives);
+
+  v1::OperatorGraph bad = pb;
+  for (v1::Op& op : *bad.mutable_ops()) {
+    if (!op.has_collective()) continue;
+    op.mutable_collective()->set_kind(static_cast<v1::CollectiveKind>(42));
+    break;
+  }
+  const std::string bad_path = TempPath("ddp_bad_kind.pb");
+  WriteBytes(bad_path, bad.SerializeAsString());
+  EXPECT_EQ(Actual(bad_path), Expected(bad_path));
+  EXPECT_THAT(Actual(bad_path),
+              HasSubstr("ddp.all_reduce.bucket0): collective.kind has unknown "
+                        "value 42"));
+  streamed = StreamGraphFile(bad_path, {});
+  EXPECT_TRUE(streamed.ok() && !streamed->has_value());
+}
+
 TEST(GraphFileTest, MissingFilesAndUnknownTypes) {
   EXPECT_EQ(ReadGraphFile(TempPath("absent.pb")).status().code(),
             absl::StatusCode::kNotFound);

@@ -124,6 +124,10 @@ class Builder {
         " heads, ffn ", c_.ffn, ", vocab ", c_.vocab, ", seq ", c_.seq,
         " x batch ", c_.batch, ", ",
         c_.attention == Attention::kFlash ? "flash" : "unfused", " attention");
+    if (c_.data_parallel > 1) {
+      absl::StrAppend(&g_.description, ", data parallel over ",
+                      c_.data_parallel, " ranks (DDP)");
+    }
     int32_t x = Embeddings();
     for (int32_t l = 0; l < c_.layers; ++l) {
       layer_ = l;
@@ -621,6 +625,7 @@ class Builder {
     }
     // Gradient contributions received so far, per forward tensor.
     std::vector<std::vector<int32_t>> grads(num_fwd_tensors);
+    const std::vector<std::vector<int32_t>> completes = GradientsCompleted();
     for (auto it = fwd_.rbegin(); it != fwd_.rend(); ++it) {
       const Op fwd = g_.ops[it->op];  // copy: AddOp may reallocate
       layer_ = fwd.layer;
@@ -656,8 +661,57 @@ class Builder {
         op.outputs.push_back(id);
       }
       g_.AddOp(std::move(op));
+      const size_t i = static_cast<size_t>(fwd_.rend() - it) - 1;
+      for (int32_t p : completes[i]) AddToBucket(p, fwd.layer);
     }
     layer_ = -1;
+  }
+
+  // DDP's buckets (transformer.h): for each forward op (by its place in
+  // fwd_), the parameters whose gradient its backward completes, in the
+  // order they enter the buckets. Empty without data parallelism.
+  std::vector<std::vector<int32_t>> GradientsCompleted() {
+    std::vector<std::vector<int32_t>> completes(fwd_.size());
+    if (c_.data_parallel <= 1) return completes;
+    // A parameter's gradient is complete after the backward of its first
+    // forward use: that backward runs last of its uses'.
+    std::vector<bool> used(g_.tensors.size(), false);
+    for (size_t i = 0; i < fwd_.size(); ++i) {
+      for (int32_t t : g_.ops[fwd_[i].op].inputs) {
+        if (g_.tensors[t].kind != TensorKind::kParameter || used[t]) continue;
+        used[t] = true;
+        completes[i].push_back(t);
+      }
+      // Reverse order of use within the op too.
+      std::reverse(completes[i].begin(), completes[i].end());
+      params_left_ += static_cast<int64_t>(completes[i].size());
+    }
+    return completes;
+  }
+
+  // Adds parameter `p`'s gradient to the open bucket; all-reduces the bucket
+  // once it reaches the cap or holds the last gradient.
+  void AddToBucket(int32_t p, int32_t layer) {
+    bucket_bytes_ += g_.tensors[p].bytes;
+    --params_left_;
+    if (bucket_bytes_ < kDdpBucketCapBytes && params_left_ > 0) return;
+    // Built in place: GCC's flow analysis takes moving an op whose tensor
+    // lists were never touched for a read of uninitialized memory.
+    const int32_t id = static_cast<int32_t>(g_.ops.size());
+    Op& op = g_.ops.emplace_back();
+    op.name = text_.Add(absl::StrCat("ddp.all_reduce.bucket", buckets_));
+    op.phase = Phase::kBackward;
+    op.layer = layer;
+    op.external_id = id;  // as Graph::AddOp numbers ops
+    // No cost: a collective takes no compute time (model/cost_model.cc);
+    // its time is the communication stream's, from its bytes and group.
+    Collective& c = op.collective.emplace();
+    c.kind = CollectiveKind::kAllReduce;
+    c.algorithm = CollectiveAlgorithm::kRing;
+    c.bytes = bucket_bytes_;
+    for (int32_t r = 0; r < c_.data_parallel; ++r) c.group.push_back(r);
+    ++buckets_;
+    bucket_bytes_ = 0;
   }
 
   const TransformerConfig& c_;
@@ -671,6 +725,11 @@ class Builder {
   std::vector<Forward> fwd_;
   std::vector<bool> differentiable_;
   int32_t word_embeddings_ = kNone;
+  // DDP's buckets: parameters not yet in one, the open bucket's gradient
+  // bytes, buckets all-reduced so far.
+  int64_t params_left_ = 0;
+  int64_t bucket_bytes_ = 0;
+  int32_t buckets_ = 0;
   int32_t layer_ = -1;
   std::string prefix_;
 };
@@ -700,6 +759,11 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
     return FieldError(
         c, absl::StrCat("layers must be <= ", kMaxTransformerLayers, ", got ",
                         c.layers));
+  }
+  if (c.data_parallel < 1 || c.data_parallel > kMaxDataParallel) {
+    return FieldError(
+        c, absl::StrCat("data_parallel must be in [1, ", kMaxDataParallel,
+                        "] ranks, got ", c.data_parallel));
   }
   if (c.hidden % c.heads != 0) {
     return FieldError(

@@ -6,6 +6,8 @@
 //   absl::StatusOr<TransformerConfig> c = FindWorkload("gpt2-xl");
 //   c->layers = 4;                        // an override
 //   absl::StatusOr<Graph> g = BuildTransformer(*c);
+//   c->data_parallel = 8;                 // DDP over 8 ranks: all-reduces
+//   absl::StatusOr<Graph> ddp = BuildTransformer(*c);
 #ifndef SLACKSWAP_MODEL_TRANSFORMER_H_
 #define SLACKSWAP_MODEL_TRANSFORMER_H_
 
@@ -45,7 +47,51 @@ struct TransformerConfig {
   int64_t dtype_bytes = 2;
   // Encoder MLM head: masked positions per sequence.
   int64_t max_pred_per_seq = 0;
+  // Ranks training the model in data parallel, as PyTorch's
+  // DistributedDataParallel does (below); in [1, kMaxDataParallel]. 1: no
+  // collectives, the graph of a single GPU.
+  int32_t data_parallel = 1;
 };
+
+// The most data-parallel ranks: a collective's largest group.
+inline constexpr int32_t kMaxDataParallel = kMaxCollectiveRanks;
+
+// DistributedDataParallel's gradient bucket cap (its bucket_cap_mb default,
+// 25 MiB).
+inline constexpr int64_t kDdpBucketCapBytes = int64_t{25} << 20;
+
+// Data parallelism (data_parallel = N > 1) follows PyTorch's
+// DistributedDataParallel with its defaults. Every rank runs the same step
+// on its own share of the data (`batch` is the per-rank batch), so one
+// graph serves every rank. DDP gathers the parameters' gradients into
+// buckets and all-reduces a bucket as soon as backward has produced all of
+// its gradients, overlapping the reduction with the rest of backward:
+//  - the parameters go into buckets in the reverse of the order forward
+//    first uses them, which is the order backward completes their
+//    gradients (DDP assigns buckets in reverse parameter order and, after
+//    the first iteration, re-buckets by the order gradients became ready);
+//    a parameter used twice (a tied embedding) counts at its first use,
+//    where its gradient completes;
+//  - a bucket closes once it holds at least kDdpBucketCapBytes of
+//    gradients (a parameter is never split, so one larger than the cap is
+//    a bucket of its own); the last bucket holds whatever remains;
+//  - gradients are in the parameters' dtype (dtype_bytes), so a bucket's
+//    bytes are its parameters' bytes.
+// DDP caps its first bucket at 1 MiB (so that the first reduction starts
+// early); this generator does not: every bucket but the last holds at
+// least the cap.
+//
+// Each bucket is one op named `ddp.all_reduce.bucketK` (K = 0 for the
+// first reduced), in the backward phase, right after the backward op that
+// completes the bucket's last gradient: a ring all-reduce of the bucket's
+// bytes over group {0, ..., N-1} (model/graph.h, Collective). It reads and
+// writes no tensor: issue order already places it after the gradients it
+// reduces, and DDP reduces in place in the bucket's buffer (the gradients
+// are views of it), so it allocates nothing the step's memory would count.
+// Parameter gradients are not tensors of the graph at any data_parallel
+// (they are static memory, as the parameters are), so adding them only to
+// give the all-reduce inputs would make the N-rank step's memory differ
+// from the single GPU's by something DDP does not add.
 
 // The most layers a generated step may have (its op count grows with them).
 inline constexpr int32_t kMaxTransformerLayers = 10'000;

@@ -7,10 +7,13 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
@@ -584,6 +587,188 @@ TEST(TransformerValidateTest, RejectsBadConfigs) {
   ExpectInvalid(c, "max_pred_per_seq");
   c.max_pred_per_seq = c.seq + 1;
   ExpectInvalid(c, "max_pred_per_seq");
+  c = base;
+  c.data_parallel = 0;
+  ExpectInvalid(c, "data_parallel must be in [1, 64] ranks, got 0");
+  c.data_parallel = 65;
+  ExpectInvalid(c, "data_parallel must be in [1, 64] ranks, got 65");
+}
+
+// --- data parallel (DDP) ---------------------------------------------------
+
+TransformerConfig Small(const std::string& name, int32_t layers,
+                        int32_t data_parallel) {
+  TransformerConfig c = *FindWorkload(name);
+  c.layers = layers;
+  c.data_parallel = data_parallel;
+  return c;
+}
+
+// Everything the generator sets on a graph, as text.
+std::string Dump(const Graph& g) {
+  std::string out = absl::StrCat(g.name, "|", g.description, "\n");
+  for (const Tensor& t : g.tensors) {
+    absl::StrAppend(
+        &out, t.name.view(), " ", t.bytes, " ", static_cast<int>(t.kind), " ",
+        static_cast<int>(t.recompute_class), " ", t.dtype.view(), " ",
+        t.shape.view(), " ", t.external_id, " ", t.rebuild.has_value(), "\n");
+  }
+  for (const Op& o : g.ops) {
+    absl::StrAppend(&out, o.name.view(), " ", static_cast<int>(o.phase), " ",
+                    o.layer, " [", absl::StrJoin(o.inputs, ","), "] [",
+                    absl::StrJoin(o.outputs, ","), "] ", o.workspace_bytes, " ",
+                    o.cost.flops, " ", o.cost.bytes_accessed, " ",
+                    o.cost.kernels, " ", static_cast<int>(o.cost.kind), " ",
+                    o.external_id, " ", o.collective.has_value(), "\n");
+  }
+  return out;
+}
+
+std::vector<int32_t> AllReduces(const Graph& g) {
+  std::vector<int32_t> ops;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (g.ops[i].collective.has_value()) ops.push_back(static_cast<int32_t>(i));
+  }
+  return ops;
+}
+
+TEST(TransformerDataParallelTest, OneRankIsTheSingleGpuGraph) {
+  for (const std::string& name : WorkloadNames()) {
+    SCOPED_TRACE(name);
+    TransformerConfig unset = *FindWorkload(name);
+    unset.layers = 2;
+    absl::StatusOr<Graph> before = BuildTransformer(unset);
+    absl::StatusOr<Graph> one = BuildTransformer(Small(name, 2, 1));
+    ASSERT_TRUE(before.ok() && one.ok());
+    EXPECT_EQ(Dump(*one), Dump(*before));
+    EXPECT_TRUE(AllReduces(*one).empty());
+    // More ranks add the all-reduces and nothing else.
+    absl::StatusOr<Graph> eight = BuildTransformer(Small(name, 2, 8));
+    ASSERT_TRUE(eight.ok()) << eight.status();
+    EXPECT_FALSE(AllReduces(*eight).empty());
+    Graph stripped = *eight;
+    stripped.ops.clear();
+    for (Op o : eight->ops) {
+      if (o.collective.has_value()) continue;
+      o.external_id = 0;  // numbered again, as the ops are now
+      stripped.AddOp(std::move(o));
+    }
+    stripped.description = before->description;
+    EXPECT_EQ(Dump(stripped), Dump(*before));
+    EXPECT_THAT(eight->description,
+                HasSubstr("data parallel over 8 ranks (DDP)"));
+    EXPECT_EQ(eight->index.saved_bytes, before->index.saved_bytes);
+    EXPECT_EQ(eight->index.static_bytes, before->index.static_bytes);
+  }
+}
+
+TEST(TransformerDataParallelTest, BucketCapIsDdpDefault) {
+  EXPECT_EQ(kDdpBucketCapBytes, 25 * 1024 * 1024);  // bucket_cap_mb=25
+  EXPECT_EQ(kMaxDataParallel, 64);
+}
+
+// The buckets as transformer.h describes them, found from the graph's index
+// rather than the generator: each parameter's gradient is complete at the
+// backward of its first forward consumer; parameters enter buckets in the
+// reverse of that order (and of their order among the op's inputs).
+struct ExpectedBucket {
+  int64_t bytes = 0;
+  std::string after;  // the backward op it follows
+};
+
+std::vector<ExpectedBucket> ExpectedBuckets(const Graph& g) {
+  struct Param {
+    int32_t first_use;
+    int32_t place;
+    int64_t bytes;
+  };
+  std::vector<Param> params;
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].kind != TensorKind::kParameter) continue;
+    const int32_t first = g.index.consumers[g.index.consumer_offsets[t]];
+    EXPECT_EQ(g.ops[first].phase, Phase::kForward);
+    const TensorIds& in = g.ops[first].inputs;
+    const int32_t place = static_cast<int32_t>(
+        std::find(in.begin(), in.end(), static_cast<int32_t>(t)) - in.begin());
+    params.push_back({first, place, g.tensors[t].bytes});
+  }
+  std::sort(params.begin(), params.end(), [](const Param& a, const Param& b) {
+    return std::tie(a.first_use, a.place) > std::tie(b.first_use, b.place);
+  });
+  std::vector<ExpectedBucket> buckets;
+  ExpectedBucket open;
+  for (size_t i = 0; i < params.size(); ++i) {
+    open.bytes += params[i].bytes;
+    open.after = absl::StrCat(g.ops[params[i].first_use].name.view(), ".bwd");
+    if (open.bytes >= kDdpBucketCapBytes || i + 1 == params.size()) {
+      buckets.push_back(open);
+      open = ExpectedBucket();
+    }
+  }
+  return buckets;
+}
+
+TEST(TransformerDataParallelTest,
+     AllReducesBucketEveryGradientInBackwardOrder) {
+  for (const std::string& name : WorkloadNames()) {
+    SCOPED_TRACE(name);
+    for (int32_t layers : {1, 4}) {
+      absl::StatusOr<Graph> g = BuildTransformer(Small(name, layers, 8));
+      ASSERT_TRUE(g.ok()) << g.status();
+      int64_t param_bytes = 0;
+      for (const Tensor& t : g->tensors) {
+        if (t.kind == TensorKind::kParameter) param_bytes += t.bytes;
+      }
+      const std::vector<int32_t> ars = AllReduces(*g);
+      const std::vector<ExpectedBucket> expected = ExpectedBuckets(*g);
+      ASSERT_EQ(ars.size(), expected.size());
+      int64_t bucket_bytes = 0;
+      for (size_t k = 0; k < ars.size(); ++k) {
+        SCOPED_TRACE(absl::StrCat("bucket ", k));
+        const Op& op = g->ops[ars[k]];
+        EXPECT_EQ(op.name.view(), absl::StrCat("ddp.all_reduce.bucket", k));
+        EXPECT_EQ(op.phase, Phase::kBackward);
+        EXPECT_TRUE(op.inputs.empty() && op.outputs.empty());
+        EXPECT_EQ(op.collective->kind, CollectiveKind::kAllReduce);
+        EXPECT_EQ(op.collective->algorithm, CollectiveAlgorithm::kRing);
+        EXPECT_THAT(op.collective->group,
+                    ::testing::ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+        EXPECT_EQ(op.collective->bytes, expected[k].bytes);
+        if (k + 1 < ars.size()) {
+          EXPECT_GE(op.collective->bytes, kDdpBucketCapBytes);
+        }
+        bucket_bytes += op.collective->bytes;
+        // Right after the backward op that completes its last gradient
+        // (behind the buckets that op completed before it).
+        int32_t before = ars[k] - 1;
+        while (g->ops[before].collective.has_value()) --before;
+        EXPECT_EQ(g->ops[before].name.view(), expected[k].after);
+        EXPECT_EQ(g->ops[before].phase, Phase::kBackward);
+      }
+      // The all-reduces carry every parameter's gradient once (a tied
+      // embedding too): the model's parameter bytes.
+      EXPECT_EQ(bucket_bytes, param_bytes);
+      EXPECT_GT(ars.size(), 1u);
+    }
+  }
+}
+
+TEST(TransformerDataParallelTest, WorkloadOverrideIsCheckedBeforeNarrowing) {
+  WorkloadOverrides o;
+  o.layers = 1;
+  o.data_parallel = 4;
+  absl::StatusOr<Graph> g = BuildWorkload("llama-7b", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_FALSE(AllReduces(*g).empty());
+  EXPECT_EQ(g->ops[AllReduces(*g)[0]].collective->group.size(), 4u);
+  for (int64_t bad : {int64_t{0}, int64_t{65}, (int64_t{1} << 32) + 2}) {
+    o.data_parallel = bad;
+    absl::StatusOr<Graph> refused = BuildWorkload("llama-7b", o);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr(absl::StrCat(
+                    "data_parallel must be in [1, 64] ranks, got ", bad)));
+  }
 }
 
 TEST(TransformerPresetTest, NamesAndLookup) {

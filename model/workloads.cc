@@ -115,6 +115,16 @@ absl::StatusOr<Graph> BuildWorkload(absl::string_view name,
   if (overrides.batch.has_value()) config.batch = *overrides.batch;
   if (overrides.seq.has_value()) config.seq = *overrides.seq;
   if (overrides.attention.has_value()) config.attention = *overrides.attention;
+  if (overrides.data_parallel.has_value()) {
+    // Checked here, before it narrows to the config's int32.
+    if (*overrides.data_parallel < 1 ||
+        *overrides.data_parallel > kMaxDataParallel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("data_parallel must be in [1, ", kMaxDataParallel,
+                       "] ranks, got ", *overrides.data_parallel));
+    }
+    config.data_parallel = static_cast<int32_t>(*overrides.data_parallel);
+  }
   return BuildTransformer(config);
 }
 

@@ -41,6 +41,9 @@ struct WorkloadOverrides {
   // In [1, kMaxTransformerLayers].
   std::optional<int64_t> layers;
   std::optional<Attention> attention;
+  // Ranks in data parallel (TransformerConfig::data_parallel); in
+  // [1, kMaxDataParallel].
+  std::optional<int64_t> data_parallel;
 };
 
 // The named workload with `overrides` applied, generated and indexed.

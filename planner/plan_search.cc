@@ -311,19 +311,34 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(
     const std::vector<SimEvent>& events) {
   const Graph& g = ctx.graph;
   StopPoller poller(ctx.should_stop);
-  // Compute tasks run one after another, so their events come in order.
+  // Compute tasks run one after another, so their events come in order;
+  // so do collectives (a task of the schedule too, sim/simulator.h), on the
+  // communication stream, in issue order: each stream's events are its
+  // tasks' in task order.
+  std::vector<const SimEvent*> on_compute, on_comm;
+  for (const SimEvent& e : events) {
+    if (e.stream == StreamId::kCompute) on_compute.push_back(&e);
+    if (e.stream == StreamId::kComm) on_comm.push_back(&e);
+  }
   std::vector<int64_t> task_start, task_end;
   task_start.reserve(schedule.tasks.size());
   task_end.reserve(schedule.tasks.size());
-  for (const SimEvent& e : events) {
-    if (e.stream != StreamId::kCompute) continue;
-    task_start.push_back(e.start_ns);
-    task_end.push_back(e.end_ns);
+  size_t next_compute = 0, next_comm = 0;
+  for (const Task& task : schedule.tasks) {
+    const bool collective =
+        !task.recompute && g.ops[task.op].collective.has_value();
+    std::vector<const SimEvent*>& stream = collective ? on_comm : on_compute;
+    size_t& next = collective ? next_comm : next_compute;
+    if (next == stream.size()) break;
+    task_start.push_back(stream[next]->start_ns);
+    task_end.push_back(stream[next]->end_ns);
+    ++next;
   }
-  if (task_start.size() != schedule.tasks.size()) {
-    return absl::InternalError(
-        absl::StrCat("replaying a feasible plan ran ", task_start.size(),
-                     " of its ", schedule.tasks.size(), " compute tasks"));
+  if (task_start.size() != schedule.tasks.size() ||
+      next_compute != on_compute.size() || next_comm != on_comm.size()) {
+    return absl::InternalError(absl::StrCat(
+        "replaying a feasible plan ran ", on_compute.size() + on_comm.size(),
+        " of its ", schedule.tasks.size(), " tasks"));
   }
   DroppedStretches d;
   d.freed_at.assign(g.tensors.size(), DroppedStretches::kNotYet);

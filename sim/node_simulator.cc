@@ -144,9 +144,13 @@ class NodeLinks final : public SharedLinks {
     run.members = c.group;
     const CollectivePlan plan = PlanCollective(
         c.kind, c.algorithm, c.bytes, static_cast<int32_t>(c.group.size()));
-    const int64_t latency = SaturatingAdd(
-        node_.collective_base_latency_ns,
-        SaturatingMul(plan.steps, node_.collective_hop_latency_ns));
+    // A group of one moves nothing and waits for no one: no latency.
+    const int64_t latency =
+        c.group.size() == 1
+            ? 0
+            : SaturatingAdd(
+                  node_.collective_base_latency_ns,
+                  SaturatingMul(plan.steps, node_.collective_hop_latency_ns));
     run.data_start = SaturatingAdd(now, latency);
     const int32_t slot = static_cast<int32_t>(running_.size()) - 1;
     for (const CollectiveFlow& f : plan.flows) {

@@ -11,6 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/hardware.h"
+#include "model/node.h"
+#include "model/plan.h"
 #include "model/workloads.h"
 #include "sim/collective_model.h"
 #include "testing/graph_builder.h"
@@ -516,6 +518,19 @@ TEST(NodeCollectivesTest, ASendCrossesTheSwitchesAndAloneIsFree) {
   EXPECT_EQ(alone->step_ns, 1500);
 }
 
+// A collective of one rank moves nothing and waits for no one: on the node
+// as alone, it takes no time.
+TEST(NodeCollectivesTest, AGroupOfOneTakesNoTime) {
+  const Collective self = {
+      .kind = CollectiveKind::kAllReduce, .bytes = 1000, .group = {0}};
+  const std::vector<Lowered> lowered = LowerEach({WithCollectives({self})});
+  absl::StatusOr<NodeSimResult> r =
+      SimulateNode(CollectiveNode(2, 2), Ranks(lowered), Options(0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->feasible) << r->infeasible_reason;
+  EXPECT_EQ(r->step_ns, 1500);
+}
+
 // Ranks 0, 1 and 2 each issue two collectives, on pairs, in orders that
 // wait for each other in a cycle: each group's sequence agrees, so it is
 // accepted, and the step is infeasible, saying so, instead of hanging.
@@ -599,6 +614,75 @@ TEST(NodeCollectivesTest, ACollectivesOutputIsNotRecomputed) {
   EXPECT_THAT(s.status().message(),
               HasSubstr("a collective's output can be kept or swapped, not "
                         "recomputed"));
+}
+
+// The data-parallel step the generator builds (model/transformer.h: DDP's
+// gradient buckets, one ring all-reduce each) on a DGX A100: every rank
+// runs the same graph with its plan lowered (keep everything). The
+// all-reduces run beside backward on the NVLink ports; the last one is
+// issued after the last backward op, so no rank's step is shorter than the
+// GPU's step alone, where collectives take no time.
+TEST(NodeCollectivesTest, ADataParallelStepRunsOnADgx) {
+  absl::StatusOr<Node> node = FindNode("dgx-a100-80gb");
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->num_gpus, 8);
+  WorkloadOverrides o;
+  o.layers = 2;
+  o.data_parallel = 8;
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<int32_t> buckets;
+  for (size_t i = 0; i < g->ops.size(); ++i) {
+    if (g->ops[i].collective.has_value()) {
+      buckets.push_back(static_cast<int32_t>(i));
+    }
+  }
+  ASSERT_GT(buckets.size(), 1u);
+  const Plan plan = Plan::KeepAll(*g);
+  const Lowered l = Lower(*std::move(g), node->gpu, plan);
+  std::vector<RankStep> ranks;
+  for (int32_t gpu = 0; gpu < 8; ++gpu) {
+    ranks.push_back({.gpu = gpu,
+                     .graph = &l.graph,
+                     .durations = &l.durations,
+                     .schedule = &l.schedule});
+  }
+  absl::StatusOr<NodeSimResult> r = SimulateNode(*node, ranks, Options(0));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->feasible) << r->infeasible_reason;
+
+  absl::StatusOr<SimResult> alone =
+      SimulateSchedule(l.graph, node->gpu, l.durations, l.schedule, Options(0));
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  ASSERT_TRUE(alone->feasible);
+  // Alone, the all-reduces are free: the step of the single-GPU graph.
+  o.data_parallel = 1;
+  absl::StatusOr<Graph> one = BuildWorkload("gpt2-xl", o);
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::StatusOr<OpDurations> single = ComputeDurations(*one, node->gpu);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(alone->step_ns, single->total_ns);
+  EXPECT_EQ(alone->step_ns, l.durations.total_ns);
+
+  ASSERT_EQ(r->ranks.size(), 8u);
+  for (size_t k = 0; k < r->ranks.size(); ++k) {
+    SCOPED_TRACE(absl::StrCat("rank ", k));
+    const SimResult& rank = r->ranks[k];
+    EXPECT_TRUE(rank.feasible);
+    EXPECT_GE(rank.step_ns, alone->step_ns);
+    EXPECT_EQ(rank.ideal_step_ns, alone->ideal_step_ns);
+    // One collective per bucket, in bucket order, on the comm stream.
+    std::vector<int32_t> collectives;
+    for (const SimEvent& e : rank.events) {
+      if (e.type != EventType::kCollective) continue;
+      EXPECT_EQ(e.stream, StreamId::kComm);
+      EXPECT_GT(e.end_ns, e.start_ns);
+      collectives.push_back(e.index);
+    }
+    EXPECT_EQ(collectives, buckets);
+  }
+  // The last bucket's all-reduce cannot hide under backward.
+  EXPECT_GT(r->step_ns, alone->step_ns);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -554,6 +555,135 @@ TEST_P(GraphFileTest, SimulatingTheWrittenGraphMatchesTheBuiltInWorkload) {
 INSTANTIATE_TEST_SUITE_P(Formats, GraphFileTest,
                          ::testing::Values(".json", ".pb", ".txtpb"),
                          [](const auto& info) { return info.param.substr(1); });
+
+// --- Data parallel (--dp) ---------------------------------------------------
+
+// `workload --dp 8` writes the step with DDP's bucketed all-reduces
+// (docs/workloads.md, "Data parallel (DDP)"); plan and simulate take it as
+// one rank, where a collective takes no time: the single-GPU step's times
+// and memory, whether it comes as a file or as a workload.
+TEST(DataParallelTest, PlanAndSimulateTakeTheDdpStepAsOneRank) {
+  const std::string path = TempPath("ddp.pb");
+  Outcome w = Slackswap({"workload", "--workload", "gpt2-xl", "--layers", "2",
+                         "--dp", "8", "--out", path});
+  ASSERT_EQ(w.code, 0) << w;
+  // The figures docs/workloads.md shows: 58 ops and 4 all-reduces, each
+  // after the backward op that completes its bucket, of these bytes.
+  EXPECT_EQ(w.out, absl::StrCat("wrote ", path, ": 62 ops, 98 tensors\n"));
+  v1::OperatorGraph g;
+  ASSERT_TRUE(ReadProtoFile(path, &g).ok());
+  std::vector<std::pair<std::string, int64_t>> buckets;
+  for (int i = 0; i < g.ops_size(); ++i) {
+    const v1::Op& op = g.ops(i);
+    if (!op.has_collective()) continue;
+    EXPECT_EQ(op.name(), absl::StrCat("ddp.all_reduce.bucket", buckets.size()));
+    EXPECT_EQ(op.phase(), v1::PHASE_BACKWARD);
+    EXPECT_EQ(op.collective().kind(), v1::COLLECTIVE_KIND_ALL_REDUCE);
+    EXPECT_EQ(op.collective().algorithm(), v1::COLLECTIVE_ALGORITHM_RING);
+    EXPECT_THAT(op.collective().group(),
+                ::testing::ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+    buckets.emplace_back(g.ops(i - 1).name(), op.collective().bytes());
+  }
+  EXPECT_THAT(
+      buckets,
+      ::testing::ElementsAre(
+          std::pair<std::string, int64_t>{"L1.mlp_up.bwd", 40'966'400},
+          std::pair<std::string, int64_t>{"L0.mlp_down.bwd", 40'972'800},
+          std::pair<std::string, int64_t>{"L0.qkv_proj.bwd", 40'966'400},
+          std::pair<std::string, int64_t>{"embeddings.bwd", 164'105'600}));
+  int64_t parameter_bytes = 0;
+  for (const v1::Tensor& t : g.tensors()) {
+    if (t.kind() == v1::TENSOR_KIND_PARAMETER) {
+      parameter_bytes += t.size_bytes();
+    }
+    // The tied word embeddings, in the last bucket.
+    if (t.name() == "embeddings.word") {
+      EXPECT_EQ(t.size_bytes(), 160'822'400);
+    }
+  }
+  EXPECT_EQ(parameter_bytes,
+            40'966'400 + 40'972'800 + 40'966'400 + 164'105'600);
+
+  const v1::SimulationResult single =
+      SimulateJson({"simulate", "--workload", "gpt2-xl", "--layers", "2",
+                    "--hardware", kHardware, "--json"});
+  for (const std::vector<std::string>& step :
+       {std::vector<std::string>{"--graph", path},
+        std::vector<std::string>{"--workload", "gpt2-xl", "--layers", "2",
+                                 "--dp", "8"}}) {
+    SCOPED_TRACE(step[1]);
+    std::vector<std::string> args = {"simulate", "--hardware", kHardware,
+                                     "--json"};
+    args.insert(args.end(), step.begin(), step.end());
+    const v1::SimulationResult ddp = SimulateJson(args);
+    ASSERT_TRUE(ddp.feasible()) << ddp.infeasible_reason();
+    EXPECT_EQ(ddp.step_ns(), single.step_ns());
+    EXPECT_EQ(ddp.ideal_step_ns(), single.ideal_step_ns());
+    EXPECT_EQ(ddp.peak_activation_bytes(), single.peak_activation_bytes());
+    EXPECT_EQ(ddp.static_bytes(), single.static_bytes());
+
+    args[0] = "plan";
+    args.insert(args.end(), {"--budget", "0.5", "--policy", "slackswap"});
+    Outcome plan = Slackswap(args);
+    ASSERT_EQ(plan.code, 0) << plan;
+    v1::PlanReport report;
+    ASSERT_TRUE(
+        google::protobuf::util::JsonStringToMessage(plan.out, &report).ok())
+        << plan.out;
+    ASSERT_EQ(report.results_size(), 1);
+    EXPECT_TRUE(report.results(0).result().feasible());
+    EXPECT_GE(report.results(0).result().step_ns(), single.ideal_step_ns());
+  }
+}
+
+// docs/workloads.md's all-reduce written into an exported graph is an op
+// the converter takes.
+TEST(DataParallelTest, TheDocsHandWrittenAllReduceIsAValidOp) {
+  const std::string doc = testutil::SourceFile("docs/workloads.md");
+  const size_t begin = doc.find("{\"id\": \"900\"");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc.find("}}", begin);
+  ASSERT_NE(end, std::string::npos);
+  v1::Op op;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  doc.substr(begin, end + 2 - begin), &op)
+                  .ok());
+  EXPECT_EQ(op.collective().bytes(), 25 << 20);  // one bucket's cap
+  // After the backward op of a one-op step (reading nothing).
+  v1::OperatorGraph g;
+  g.set_name("hand");
+  v1::Tensor* x = g.add_tensors();
+  x->set_id(1);
+  x->set_size_bytes(64);
+  v1::Op* f = g.add_ops();
+  f->set_id(1);
+  f->set_phase(v1::PHASE_FORWARD);
+  f->add_output_ids(1);
+  v1::Op* b = g.add_ops();
+  b->set_id(2);
+  b->set_phase(v1::PHASE_BACKWARD);
+  b->add_input_ids(1);
+  *g.add_ops() = op;
+  const std::string path = TempPath("hand.json");
+  ASSERT_TRUE(WriteProtoFile(path, g).ok());
+  const v1::SimulationResult r =
+      SimulateJson({"simulate", "--graph", path, "--json"});
+  EXPECT_TRUE(r.feasible());
+}
+
+TEST(DataParallelTest, BadRankCountsAreRefusedNamingTheFlag) {
+  const std::string path = TempPath("ddp_bad.json");
+  for (const char* bad : {"0", "65", "-1", "4294967298"}) {
+    ExpectOneLineError(
+        Slackswap(
+            {"workload", "--workload", "gpt2-xl", "--dp", bad, "--out", path}),
+        "INVALID_ARGUMENT",
+        absl::StrCat("--dp must be in [1, 64] ranks, got ", bad));
+  }
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path, "--dp", "2"}),
+                     "INVALID_ARGUMENT",
+                     "--dp applies to --workload, not --graph");
+}
 
 // --- Outputs ----------------------------------------------------------------
 
