@@ -47,6 +47,45 @@ void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
   out << "  device            " << DeviceSummary(r) << "\n";
 }
 
+void PrintNodeSimulation(const v1::NodeSimulation& n, std::ostream& out) {
+  out << absl::StrFormat("node %s, %d ranks\n", n.node_name(), n.ranks_size());
+  if (n.feasible()) {
+    out << absl::StrFormat("  step %s (ideal %s), %.2f%% of ideal\n",
+                           FormatMs(n.step_ns()), FormatMs(n.ideal_step_ns()),
+                           100 * n.throughput_retained());
+  } else {
+    out << "  infeasible: " << n.infeasible_reason() << "\n";
+  }
+  out << absl::StrFormat("  %4s %4s %10s %11s %10s %16s\n", "rank", "gpu",
+                         "step ms", "retained %", "stalls ms",
+                         "peak activation");
+  for (const v1::RankResult& rank : n.ranks()) {
+    const v1::SimulationResult& r = rank.result();
+    const v1::Stalls& s = r.stalls();
+    const int64_t stalls =
+        s.prefetch_ns() + s.swap_out_ns() + s.memory_ns() + s.collective_ns();
+    out << absl::StrFormat(
+        "  %4d %4d %10.3f %11s %10.3f %16s\n", rank.rank(), rank.gpu(),
+        r.step_ns() / 1e6,
+        r.feasible() ? absl::StrFormat("%.2f", 100 * r.throughput_retained())
+                     : std::string("infeasible"),
+        stalls / 1e6, FormatBytes(r.peak_activation_bytes()));
+  }
+  out << absl::StrFormat("  %-28s %8s %8s %7s %7s\n", "link", "H2D GB",
+                         "D2H GB", "H2D %", "D2H %");
+  for (const v1::LinkUsage& link : n.links()) {
+    out << absl::StrFormat("  %-28s %8.3f %8.3f %7.2f %7.2f\n", link.name(),
+                           link.h2d_bytes() / 1e9, link.d2h_bytes() / 1e9,
+                           100 * link.h2d_utilization(),
+                           100 * link.d2h_utilization());
+  }
+  for (const v1::SocketUsage& socket : n.sockets()) {
+    out << absl::StrFormat("  pinned on %s: peak %s of %s\n", socket.name(),
+                           FormatBytes(socket.peak_pinned_bytes()),
+                           FormatBytes(socket.pinned_capacity_bytes()));
+  }
+}
+
 namespace {
 
 // "fits" / "no" for a result whose device was modelled, "-" otherwise.

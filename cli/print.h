@@ -13,6 +13,11 @@ namespace slackswap {
 
 void PrintSimulation(const std::string& title, const v1::SimulationResult& r,
                      std::ostream& out);
+// A node simulation's step, then a table of its ranks (step, share of the
+// ideal, stalls of every kind, activation peak) and one of its shared links
+// (GB each way, utilization of the step's capacity), then the sockets'
+// pinned peaks.
+void PrintNodeSimulation(const v1::NodeSimulation& n, std::ostream& out);
 void PrintPlanReport(const v1::PlanReport& report, std::ostream& out);
 void PrintSweepTable(const v1::SweepReport& report,
                      const std::vector<std::string>& policies,

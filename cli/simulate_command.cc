@@ -1,8 +1,18 @@
 // slackswap simulate (--workload NAME | --graph FILE) [--hardware NAME|FILE]
-//   [--budget B] [--plan FILE] [--json] [--trace FILE] [--timeline-points N]
-//   [--budget-all-memory] [--expandable-segments] [--server HOST:PORT ...]
+//   [--node NAME [--ranks N]] [--budget B] [--plan FILE] [--json]
+//   [--trace FILE] [--timeline-points N] [--budget-all-memory]
+//   [--expandable-segments] [--server HOST:PORT ...]
+//
+// With --node the step runs on the node's first N GPUs (all by default),
+// the same plan on each; the summary is the slowest rank's, then a table
+// of the ranks and one of the shared links.
+#include <cstdint>
+#include <optional>
 #include <ostream>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/backend.h"
 #include "cli/commands.h"
 #include "cli/inputs.h"
@@ -10,6 +20,8 @@
 #include "common/status_macros.h"
 #include "io/chrome_trace.h"
 #include "io/proto_file.h"
+#include "model/graph.h"
+#include "model/node.h"
 
 namespace slackswap {
 
@@ -18,6 +30,24 @@ namespace {
 absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
   v1::SimulateRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> ranks,
+                             flags.GetInt("ranks"));
+  if (flags.Has("node")) {
+    v1::StepSpec& step = *req.mutable_step();
+    // The node's GPU is the step's: a --hardware given too is sent, for the
+    // core to check against it.
+    if (!flags.Has("hardware")) step.clear_hardware();
+    step.set_node_name(*flags.Get("node"));
+    if (ranks.has_value()) {
+      if (*ranks < 1 || *ranks > kMaxCollectiveRanks) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--ranks must be in [1, ", kMaxCollectiveRanks, "], got ", *ranks));
+      }
+      step.set_ranks(static_cast<int32_t>(*ranks));
+    }
+  } else if (ranks.has_value()) {
+    return absl::InvalidArgumentError("--ranks is for --node");
+  }
   if (flags.Has("plan")) {
     SLACKSWAP_RETURN_IF_ERROR(
         ReadProtoFile(*flags.Get("plan"), req.mutable_plan()));
@@ -43,17 +73,51 @@ absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
                              BackendFromFlags(flags));
   SLACKSWAP_ASSIGN_OR_RETURN(v1::SimulateResponse resp, backend->Simulate(req));
   v1::SimulationResult& r = *resp.mutable_result();
-  const std::string title = StepTitle(req.step());
+  if (!flags.Has("node")) {
+    const std::string title = StepTitle(req.step());
+    if (flags.Has("trace")) {
+      SLACKSWAP_RETURN_IF_ERROR(
+          WriteFile(*flags.Get("trace"), ChromeTraceJson(r, title)));
+      r.clear_events();  // the trace has them; keep --json readable
+    }
+    if (flags.Has("json")) {
+      out << ToJson(r);
+    } else {
+      PrintSimulation(title, r, out);
+    }
+    return absl::OkStatus();
+  }
+  if (!resp.has_node()) {
+    // A server from before node simulations drops the unknown node field.
+    return absl::FailedPreconditionError(
+        "the server answered one GPU: it does not simulate nodes (an older "
+        "slackswapd)");
+  }
+  v1::NodeSimulation& node = *resp.mutable_node();
+  const std::string title =
+      absl::StrCat(StepGraphName(req.step()), " on ", node.node_name());
   if (flags.Has("trace")) {
     SLACKSWAP_RETURN_IF_ERROR(
-        WriteFile(*flags.Get("trace"), ChromeTraceJson(r, title)));
-    r.clear_events();  // the trace has them; keep --json readable
+        WriteFile(*flags.Get("trace"), ChromeTraceNodeJson(node, title)));
+    r.clear_events();
+    for (v1::RankResult& rank : *node.mutable_ranks()) {
+      rank.mutable_result()->clear_events();
+    }
   }
   if (flags.Has("json")) {
-    out << ToJson(r);
-  } else {
-    PrintSimulation(title, r, out);
+    // Without the server's time, the same command prints the same bytes.
+    resp.clear_server_seconds();
+    out << ToJson(resp);
+    return absl::OkStatus();
   }
+  // The slowest rank's summary: SimulateResponse.result is that rank's.
+  const std::string rank =
+      node.slowest_rank() < 0 || node.slowest_rank() >= node.ranks_size()
+          ? std::string()
+          : absl::StrCat(", slowest rank ", node.slowest_rank(), " (GPU ",
+                         node.ranks(node.slowest_rank()).gpu(), ")");
+  PrintSimulation(title + rank, r, out);
+  PrintNodeSimulation(node, out);
   return absl::OkStatus();
 }
 
@@ -71,13 +135,26 @@ Command SimulateCommand() {
                   {BudgetFlag(/*required=*/false),
                    {"plan", "FILE", "a Plan file (.pb, .txtpb or .json)",
                     "keep everything"},
-                   {"json", "", "print a SimulationResult as JSON"},
-                   {"trace", "FILE", "write a Chrome trace (Perfetto) to FILE"},
+                   {"node", "NAME",
+                    absl::StrCat("run the step on a node's GPUs (",
+                                 absl::StrJoin(NodeNames(), ", "),
+                                 "), the same plan on each; the GPU is the "
+                                 "node's")},
+                   {"ranks", "N",
+                    "with --node: how many of its GPUs run the step", "all"},
+                   {"json", "",
+                    "print a SimulationResult as JSON (with --node, the "
+                    "SimulateResponse)"},
+                   {"trace", "FILE",
+                    "write a Chrome trace (Perfetto) to FILE (with --node, a "
+                    "process per rank and a counter per shared link)"},
                    TimelinePointsFlag(),
                    BudgetAllMemoryFlag(),
                    ExpandableSegmentsFlag()},
                   BackendFlags()}),
       .examples = {"slackswap simulate --workload gpt2-xl",
+                   "slackswap simulate --workload gpt2-xl --node dgx-a100-80gb "
+                   "--ranks 4 --budget 0.5",
                    "slackswap simulate --graph step.pb --plan plan.txtpb "
                    "--budget 0.5 --json"},
       .run = &RunSimulate,

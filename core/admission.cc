@@ -1,5 +1,7 @@
 #include "core/admission.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
@@ -96,7 +98,11 @@ PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
   return work;
 }
 
-PlanningWork SimulateWork() { return {kSimulationPlans, 0}; }
+PlanningWork SimulateWork(int32_t ranks) {
+  ranks = std::max(ranks, 1);
+  return {
+      .plans = kSimulationPlans * ranks, .solver_seconds = 0, .ranks = ranks};
+}
 
 int64_t GraphElements(const Graph& g) {
   int64_t n = static_cast<int64_t>(g.ops.size() + g.tensors.size());
@@ -107,11 +113,13 @@ int64_t GraphElements(const Graph& g) {
 }
 
 CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans,
-                          double solver_seconds) {
+                          double solver_seconds, int32_t ranks) {
   const int64_t elements = GraphElements(g);
   CostEstimate cost;
-  cost.bytes = SaturatingAdd(SaturatingAdd(kBytesPerRequest, request_bytes),
-                             SaturatingMul(elements, kBytesPerElement));
+  cost.bytes =
+      SaturatingAdd(SaturatingAdd(kBytesPerRequest, request_bytes),
+                    SaturatingMul(SaturatingMul(elements, kBytesPerElement),
+                                  std::max<int64_t>(ranks, 1)));
   cost.seconds =
       static_cast<double>(elements) * kSecondsPerElementPlan * plans +
       solver_seconds;

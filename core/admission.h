@@ -35,9 +35,11 @@ int64_t GraphElements(const Graph& g);
 // For `plans` plannings of g (a policy's plan and its simulations; the sum
 // of the policies' PolicyInfo::relative_cost over every budget planned),
 // holding a request of `request_bytes` (in memory), plus `solver_seconds`
-// the optimal policy's solver may run (its time limit per budget).
+// the optimal policy's solver may run (its time limit per budget), with
+// `ranks` copies of the per-element working memory (a node simulation's
+// ranks each hold their own state of the step).
 CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans,
-                          double solver_seconds = 0);
+                          double solver_seconds = 0, int32_t ranks = 1);
 
 // The memory a parsed request holds: about 12 times its wire size
 // (measured on graphs of 10^3 to 10^6 ops). Saturates.
@@ -49,6 +51,9 @@ int64_t ParsedRequestBytes(int64_t wire_bytes);
 struct PlanningWork {
   double plans = 0;
   double solver_seconds = 0;
+  // Steps simulated at once, each with its own working memory (a node
+  // simulation's ranks); 1 otherwise.
+  int32_t ranks = 1;
 };
 
 // A Plan request: each policy once at an activation budget, or up to
@@ -70,8 +75,10 @@ PlanningWork SweepWork(const std::vector<const PolicyInfo*>& policies,
 PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
                      int64_t profiles);
 
-// A Simulate request: one simulation.
-PlanningWork SimulateWork();
+// A Simulate request: one simulation of each of `ranks` GPUs (1: one GPU;
+// a node's ranks cost about that many simulations of one, in time and in
+// working memory).
+PlanningWork SimulateWork(int32_t ranks = 1);
 
 // RESOURCE_EXHAUSTED naming `what`, the estimate and the limit when the
 // estimate exceeds max_bytes or max_seconds (either 0: no limit).

@@ -80,6 +80,7 @@ absl::StatusOr<PlanSpec> ResolvePlan(const v1::PlanRequest& req,
                                      const CoreLimits& limits,
                                      const StopFn& stop, GraphSource* graphs) {
   PlanSpec spec;
+  SLACKSWAP_RETURN_IF_ERROR(RefuseNode(req.step(), "Plan"));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.step,
                              ResolveStep(req.step(), limits, stop, graphs));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.budget,

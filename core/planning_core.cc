@@ -41,10 +41,11 @@ absl::Status PlanningCore::CheckRequestCost(
   }
   const int64_t held =
       ParsedRequestBytes(static_cast<int64_t>(req.ByteSizeLong()));
-  return CheckCost(EstimateCost(g, held, work.plans, work.solver_seconds),
-                   limits_.max_request_bytes, limits_.max_request_seconds,
-                   absl::StrCat("the graph (", g.ops.size(), " ops, ",
-                                g.tensors.size(), " tensors)"));
+  return CheckCost(
+      EstimateCost(g, held, work.plans, work.solver_seconds, work.ranks),
+      limits_.max_request_bytes, limits_.max_request_seconds,
+      absl::StrCat("the graph (", g.ops.size(), " ops, ", g.tensors.size(),
+                   " tensors)"));
 }
 
 PlanningContext PlanningCore::Context(const Graph& g, const Hardware& hw,

@@ -4,9 +4,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/format.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "io/convert.h"
 #include "model/budget.h"
 #include "model/transformer.h"
@@ -168,13 +170,104 @@ absl::StatusOr<std::shared_ptr<const Graph>> ResolveGraph(
   return NoneSet(prefix, "set graph_inline, graph_sha256 or workload");
 }
 
+absl::StatusOr<Node> ResolveNode(const v1::NodeProfile* inline_node,
+                                 const std::string* name,
+                                 const std::string& prefix) {
+  if (inline_node != nullptr) {
+    absl::StatusOr<Node> node = NodeFromProto(*inline_node);
+    if (node.ok()) return node;
+    // NodeFromProto names the node first (`node "x": switches[2]...`); in a
+    // request the field path says which node it is.
+    const std::string head =
+        absl::StrCat("node ", QuoteInput(inline_node->name()), ": ");
+    absl::string_view message = node.status().message();
+    if (absl::ConsumePrefix(&message, head)) {
+      return absl::Status(node.status().code(),
+                          absl::StrCat(prefix, "node_inline.", message));
+    }
+    return InField(prefix + "node_inline", node.status());
+  }
+  if (name != nullptr) {
+    absl::StatusOr<Node> node = FindNode(*name);
+    if (!node.ok()) {
+      // FindNode's NOT_FOUND lists the catalog; a request's bad name is
+      // bad input.
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "node_name: ", node.status().message()));
+    }
+    return node;
+  }
+  return NoneSet(prefix, "set node_inline or node_name");
+}
+
+absl::Status RefuseNode(const v1::StepSpec& spec, absl::string_view rpc) {
+  std::string field;
+  switch (spec.node_case()) {
+    case v1::StepSpec::kNodeInline:
+      field = "step.node_inline";
+      break;
+    case v1::StepSpec::kNodeName:
+      field = "step.node_name";
+      break;
+    case v1::StepSpec::NODE_NOT_SET:
+      if (spec.ranks() == 0) return absl::OkStatus();
+      field = "step.ranks";
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field,
+      ": node requests are simulated only for now (Simulate, "
+      "`slackswap simulate --node`); ",
+      rpc, " plans one GPU: give step.hardware_name or step.hardware_inline"));
+}
+
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits, const StopFn& stop,
                                  GraphSource* graphs) {
   Step step;
+  if (spec.node_case() == v1::StepSpec::NODE_NOT_SET) {
+    if (spec.ranks() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step.ranks: ", spec.ranks(),
+          " given without a node; set step.node_name or step.node_inline"));
+    }
+  } else {
+    const bool by_name = spec.node_case() == v1::StepSpec::kNodeName;
+    const std::string node_field =
+        by_name ? "step.node_name" : "step.node_inline";
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Node node, ResolveNode(by_name ? nullptr : &spec.node_inline(),
+                               by_name ? &spec.node_name() : nullptr, "step."));
+    if (spec.ranks() < 0 || spec.ranks() > node.num_gpus) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step.ranks must be in [0, ", node.num_gpus, "] (", node_field, " ",
+          QuoteInput(node.name), " has ", node.num_gpus,
+          " GPUs; 0: all of them), got ", spec.ranks()));
+    }
+    step.ranks = spec.ranks() == 0 ? node.num_gpus : spec.ranks();
+    if (spec.hardware_case() != v1::StepSpec::HARDWARE_NOT_SET) {
+      SLACKSWAP_ASSIGN_OR_RETURN(Hardware hw, ResolveHardwareOf(spec, "step."));
+      // Equal profiles are equal messages (HardwareToProto sets every field).
+      if (!google::protobuf::util::MessageDifferencer::Equals(
+              HardwareToProto(hw), HardwareToProto(node.gpu))) {
+        const std::string hw_field = spec.has_hardware_inline()
+                                         ? "step.hardware_inline"
+                                         : "step.hardware_name";
+        return absl::InvalidArgumentError(
+            absl::StrCat(hw_field, ": ", QuoteInput(hw.name),
+                         " is not the GPU of ", node_field, " ",
+                         QuoteInput(node.name), " (", QuoteInput(node.gpu.name),
+                         "); leave the hardware out to use the node's GPU"));
+      }
+    }
+    step.hw = node.gpu;
+    step.node = std::move(node);
+  }
   SLACKSWAP_ASSIGN_OR_RETURN(
       step.graph_holder, ResolveGraphOf(spec, "step.", limits, stop, graphs));
-  SLACKSWAP_ASSIGN_OR_RETURN(step.hw, ResolveHardwareOf(spec, "step."));
+  if (!step.node.has_value()) {
+    SLACKSWAP_ASSIGN_OR_RETURN(step.hw, ResolveHardwareOf(spec, "step."));
+  }
   return step;
 }
 

@@ -1,7 +1,7 @@
 // Validates the parts requests share and converts them to domain structs:
-// the step (graph and hardware), the budget and the policy list. Errors are
-// INVALID_ARGUMENT (or RESOURCE_EXHAUSTED for size limits) and name the
-// request field, e.g. "step.workload.name: unknown workload 'gpt5'".
+// the step (graph, and hardware or a node), the budget and the policy list.
+// Errors are INVALID_ARGUMENT (or RESOURCE_EXHAUSTED for size limits) and
+// name the request field, e.g. "step.workload.name: unknown workload 'gpt5'".
 //
 //   absl::StatusOr<Step> step = ResolveStep(req.step(), limits);
 //   absl::StatusOr<int64_t> budget = ResolveBudget(
@@ -11,15 +11,19 @@
 #ifndef SLACKSWAP_CORE_REQUEST_CONVERT_H_
 #define SLACKSWAP_CORE_REQUEST_CONVERT_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/graph_source.h"
 #include "core/planning_core.h"
 #include "model/graph.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
 
@@ -29,13 +33,20 @@ namespace slackswap {
 // the one a graph store holds (a 10^6-op graph is hundreds of megabytes).
 struct Step {
   std::shared_ptr<const Graph> graph_holder;
+  // The GPU: StepSpec's hardware, or the node's GPU.
   Hardware hw;
+  // With StepSpec's node: the node, and the ranks that run the step (GPUs
+  // 0 to ranks - 1; StepSpec.ranks, or every GPU when it is 0).
+  std::optional<Node> node;
+  int32_t ranks = 0;
 
   const Graph& graph() const { return *graph_holder; }
 };
 
 // `stop` is polled while an inline graph is converted. A graph named by
-// digest comes from `graphs` (NOT_FOUND when it is null or lacks it).
+// digest comes from `graphs` (NOT_FOUND when it is null or lacks it). With
+// a node (ResolveNode), hardware may be left out; given, it must be the
+// node's GPU.
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits,
                                  const StopFn& stop = nullptr,
@@ -68,6 +79,20 @@ absl::StatusOr<std::shared_ptr<const Graph>> ResolveGraph(
 absl::StatusOr<Hardware> ResolveHardware(const v1::HardwareProfile* inline_hw,
                                          const std::string* name,
                                          const std::string& prefix);
+
+// An inline node (NodeFromProto, validated) or a node catalog name,
+// whichever is non-null; errors name prefix + "node_inline" and the node's
+// own field (e.g. "step.node_inline.switches[2].gpus[1]: GPU 9 does not
+// exist (num_gpus 8)") or prefix + "node_name" (listing the catalog's
+// names). Neither: INVALID_ARGUMENT.
+absl::StatusOr<Node> ResolveNode(const v1::NodeProfile* inline_node,
+                                 const std::string* name,
+                                 const std::string& prefix);
+
+// INVALID_ARGUMENT naming step.node_name (or step.node_inline, or
+// step.ranks) when `spec` asks for a node: `rpc` (Plan, Sweep) plans one
+// GPU, and node requests are only simulated for now.
+absl::Status RefuseNode(const v1::StepSpec& spec, absl::string_view rpc);
 
 // The same for a message with StepSpec's `graph` oneof (StepSpec,
 // FitRequest) and its `hardware` oneof (StepSpec, FitProfile).

@@ -1,5 +1,11 @@
 // PlanningCore::SimulateStep: the Simulate RPC. A plan (or keeping every
-// activation) judged by the simulator with the whole device modelled.
+// activation) judged by the simulator with the whole device modelled: on
+// one GPU, or on the first `ranks` GPUs of a node, each rank running the
+// same graph and plan (data-parallel replicas) through SimulateNode.
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "core/admission.h"
@@ -7,9 +13,74 @@
 #include "core/policy_round.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
+#include "model/cost_model.h"
 #include "planner/version.h"
+#include "sim/node_simulator.h"
+#include "sim/schedule.h"
 
 namespace slackswap {
+namespace {
+
+// The rank SimulateResponse.result reports: the first whose own plan could
+// not run when the step is infeasible (the others say they stopped with
+// the node), else the slowest (the first of equals).
+size_t ReportedRank(const NodeSimResult& r) {
+  if (!r.feasible) {
+    for (size_t i = 0; i < r.ranks.size(); ++i) {
+      if (!absl::StartsWith(r.ranks[i].infeasible_reason,
+                            "stopped with the node")) {
+        return i;
+      }
+    }
+    return 0;
+  }
+  size_t slowest = 0;
+  for (size_t i = 1; i < r.ranks.size(); ++i) {
+    if (r.ranks[i].step_ns > r.ranks[slowest].step_ns) slowest = i;
+  }
+  return slowest;
+}
+
+// The plan lowered once and run on ranks 0..step.ranks-1 of the node, the
+// rank's GPU its index.
+absl::Status SimulateOnNode(const Step& step, const slackswap::Plan& plan,
+                            const SimOptions& opts,
+                            v1::SimulateResponse* resp) {
+  const Graph& g = step.graph();
+  const Node& node = *step.node;
+  absl::StatusOr<OpDurations> durations = ComputeDurations(g, node.gpu);
+  if (!durations.ok()) return InField("plan", durations.status());
+  LoweringLimits limits;
+  limits.max_recompute_tasks = opts.max_recompute_tasks;
+  limits.should_stop = opts.should_stop;
+  absl::StatusOr<Schedule> schedule = LowerPlan(g, plan, *durations, limits);
+  if (!schedule.ok()) return InField("plan", schedule.status());
+  std::vector<RankStep> ranks;
+  ranks.reserve(step.ranks);
+  for (int32_t i = 0; i < step.ranks; ++i) {
+    ranks.push_back({.gpu = i,
+                     .graph = &g,
+                     .durations = &*durations,
+                     .schedule = &*schedule});
+  }
+  absl::StatusOr<NodeSimResult> r = SimulateNode(node, ranks, opts);
+  // Its refusals are about the ranks: a collective's group that names a
+  // rank the step does not run, or leaves out the rank that issues it.
+  if (!r.ok()) return InField("step.ranks", r.status());
+  *resp->mutable_node() = NodeResultToProto(*r, node, ranks);
+  if (r->ranks.empty()) return absl::OkStatus();
+  const size_t reported = ReportedRank(*r);
+  resp->mutable_node()->set_slowest_rank(static_cast<int32_t>(reported));
+  *resp->mutable_result() = resp->node().ranks(reported).result();
+  if (!r->feasible) {
+    resp->mutable_result()->set_feasible(false);
+    resp->mutable_result()->set_infeasible_reason(r->infeasible_reason);
+    resp->mutable_result()->set_throughput_retained(0);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
     const v1::SimulateRequest& req, const StopFn& stop) const {
@@ -20,7 +91,8 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph();
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
-  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, SimulateWork()));
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
+      g, req, SimulateWork(step.node.has_value() ? step.ranks : 1)));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
   slackswap::Plan plan = slackswap::Plan::KeepAll(g);
   if (req.has_plan()) {
@@ -47,10 +119,14 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
   opts.device.enabled = true;
   opts.device.allocator.expandable_segments =
       req.allocator().expandable_segments();
-  absl::StatusOr<SimResult> r = slackswap::Simulate(g, step.hw, plan, opts);
-  if (!r.ok()) return InField("plan", r.status());
   v1::SimulateResponse resp;
-  *resp.mutable_result() = ResultToProto(*r, g);
+  if (step.node.has_value()) {
+    SLACKSWAP_RETURN_IF_ERROR(SimulateOnNode(step, plan, opts, &resp));
+  } else {
+    absl::StatusOr<SimResult> r = slackswap::Simulate(g, step.hw, plan, opts);
+    if (!r.ok()) return InField("plan", r.status());
+    *resp.mutable_result() = ResultToProto(*r, g);
+  }
   resp.set_server_seconds(watch.Lap());
   resp.set_planner_version(PlannerVersion());
   return resp;

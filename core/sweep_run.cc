@@ -93,6 +93,7 @@ absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
                                        const StopFn& stop,
                                        GraphSource* graphs) {
   SweepSpec spec;
+  SLACKSWAP_RETURN_IF_ERROR(RefuseNode(req.step(), "Sweep"));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.step,
                              ResolveStep(req.step(), limits, stop, graphs));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.policies, ResolvePolicies(req.policies()));

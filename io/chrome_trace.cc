@@ -1,7 +1,15 @@
 #include "io/chrome_trace.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/json_quote.h"
 
 namespace slackswap {
@@ -38,56 +46,130 @@ const char* Category(v1::EventKind k) {
   }
 }
 
-}  // namespace
-
-std::string ChromeTraceJson(const v1::SimulationResult& r,
-                            const std::string& title) {
-  std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  absl::StrAppend(&out,
-                  "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,"
-                  "\"args\":{\"name\":",
-                  JsonQuote("slackswap step: " + title), "}}");
-  for (auto [tid, name] : {std::pair{1, "compute"}, std::pair{2, "D2H copy"},
-                           std::pair{3, "H2D copy"}}) {
-    absl::StrAppend(&out,
-                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
-                    "\"tid\":",
-                    tid, ",\"args\":{\"name\":\"", name, "\"}}");
+// One process: its name, a thread per stream (collectives only where it
+// ran one), its events, and its memory counter tracks. Every entry but the
+// trace's first starts with ",\n".
+void AppendProcess(int pid, const std::string& name,
+                   const v1::SimulationResult& r, std::string* out) {
+  absl::StrAppend(out,
+                  ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
+                  ",\"args\":{\"name\":", JsonQuote(name), "}}");
+  for (auto [tid, thread] : {std::pair{1, "compute"}, std::pair{2, "D2H copy"},
+                             std::pair{3, "H2D copy"}}) {
+    absl::StrAppend(out,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid,
+                    ",\"tid\":", tid, ",\"args\":{\"name\":\"", thread, "\"}}");
   }
   for (const v1::StreamEvent& e : r.events()) {
     if (e.stream() != v1::STREAM_COMM) continue;
-    absl::StrAppend(&out,
-                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
-                    "\"tid\":4,\"args\":{\"name\":\"collectives\"}}");
+    absl::StrAppend(out,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid,
+                    ",\"tid\":4,\"args\":{\"name\":\"collectives\"}}");
     break;
   }
   for (const v1::StreamEvent& e : r.events()) {
-    const std::string name = e.kind() == v1::EVENT_KIND_RECOMPUTE
-                                 ? "recompute " + e.name()
-                                 : e.name();
-    absl::StrAppend(&out, ",\n{\"name\":", JsonQuote(name), ",\"cat\":\"",
-                    Category(e.kind()),
-                    "\",\"ph\":\"X\",\"pid\":1,\"tid\":", Tid(e.stream()),
-                    ",\"ts\":", Us(e.start_ns()),
+    const std::string event = e.kind() == v1::EVENT_KIND_RECOMPUTE
+                                  ? "recompute " + e.name()
+                                  : e.name();
+    absl::StrAppend(out, ",\n{\"name\":", JsonQuote(event), ",\"cat\":\"",
+                    Category(e.kind()), "\",\"ph\":\"X\",\"pid\":", pid,
+                    ",\"tid\":", Tid(e.stream()), ",\"ts\":", Us(e.start_ns()),
                     ",\"dur\":", Us(e.end_ns() - e.start_ns()), "}");
   }
   for (const v1::MemoryPoint& s : r.memory_timeline()) {
-    absl::StrAppend(&out,
-                    ",\n{\"name\":\"memory\",\"ph\":\"C\",\"pid\":1,\"ts\":",
-                    Us(s.time_ns()),
+    absl::StrAppend(out, ",\n{\"name\":\"memory\",\"ph\":\"C\",\"pid\":", pid,
+                    ",\"ts\":", Us(s.time_ns()),
                     ",\"args\":{\"activation_bytes\":", s.activation_bytes(),
                     ",\"transient_bytes\":", s.transient_bytes(), "}}");
     // The caching allocator's own track, where the device was modelled.
     if (r.has_device()) {
-      absl::StrAppend(
-          &out, ",\n{\"name\":\"allocator\",\"ph\":\"C\",\"pid\":1,\"ts\":",
-          Us(s.time_ns()),
-          ",\"args\":{\"allocated_bytes\":", s.allocated_bytes(),
-          ",\"reserved_bytes\":", s.reserved_bytes(), "}}");
+      absl::StrAppend(out,
+                      ",\n{\"name\":\"allocator\",\"ph\":\"C\",\"pid\":", pid,
+                      ",\"ts\":", Us(s.time_ns()),
+                      ",\"args\":{\"allocated_bytes\":", s.allocated_bytes(),
+                      ",\"reserved_bytes\":", s.reserved_bytes(), "}}");
     }
   }
-  absl::StrAppend(&out, "\n]}\n");
-  return out;
+}
+
+// A link's host copies in flight: each rank's copies on its D2H and H2D
+// streams, +bytes at their start and -bytes at their end.
+struct Change {
+  int64_t time_ns;
+  int64_t h2d;
+  int64_t d2h;
+};
+
+void AppendLinkCounter(int pid, const v1::LinkUsage& link,
+                       const v1::NodeSimulation& n, std::string* out) {
+  std::vector<Change> changes;
+  for (int32_t rank : link.ranks()) {
+    if (rank < 0 || rank >= n.ranks_size()) continue;
+    for (const v1::StreamEvent& e : n.ranks(rank).result().events()) {
+      const bool h2d = e.stream() == v1::STREAM_H2D;
+      if (!h2d && e.stream() != v1::STREAM_D2H) continue;
+      const int64_t b = e.bytes();
+      changes.push_back({e.start_ns(), h2d ? b : 0, h2d ? 0 : b});
+      changes.push_back({e.end_ns(), h2d ? -b : 0, h2d ? 0 : -b});
+    }
+  }
+  std::stable_sort(
+      changes.begin(), changes.end(),
+      [](const Change& a, const Change& b) { return a.time_ns < b.time_ns; });
+  int64_t h2d = 0;
+  int64_t d2h = 0;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    h2d += changes[i].h2d;
+    d2h += changes[i].d2h;
+    // One sample per instant, after every change at it.
+    if (i + 1 < changes.size() &&
+        changes[i + 1].time_ns == changes[i].time_ns) {
+      continue;
+    }
+    absl::StrAppend(out, ",\n{\"name\":", JsonQuote(link.name()),
+                    ",\"ph\":\"C\",\"pid\":", pid,
+                    ",\"ts\":", Us(changes[i].time_ns),
+                    ",\"args\":{\"h2d_bytes_in_flight\":", h2d,
+                    ",\"d2h_bytes_in_flight\":", d2h, "}}");
+  }
+}
+
+// The whole trace around `entries` (each starting with ",\n").
+std::string Trace(absl::string_view entries) {
+  absl::ConsumePrefix(&entries, ",\n");
+  return absl::StrCat("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n",
+                      entries, "\n]}\n");
+}
+
+}  // namespace
+
+std::string ChromeTraceJson(const v1::SimulationResult& r,
+                            const std::string& title) {
+  std::string entries;
+  AppendProcess(1, "slackswap step: " + title, r, &entries);
+  return Trace(entries);
+}
+
+std::string ChromeTraceNodeJson(const v1::NodeSimulation& n,
+                                const std::string& title) {
+  std::string entries;
+  for (int i = 0; i < n.ranks_size(); ++i) {
+    const v1::RankResult& rank = n.ranks(i);
+    AppendProcess(
+        i + 1,
+        absl::StrCat("rank ", rank.rank(), " (GPU ", rank.gpu(), "): ", title),
+        rank.result(), &entries);
+  }
+  const int links_pid = n.ranks_size() + 1;
+  absl::StrAppend(
+      &entries,
+      ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", links_pid,
+      ",\"args\":{\"name\":", JsonQuote(absl::StrCat("shared links: ", title)),
+      "}}");
+  for (const v1::LinkUsage& link : n.links()) {
+    if (!link.ranks().empty()) AppendLinkCounter(links_pid, link, n, &entries);
+  }
+  return Trace(entries);
 }
 
 }  // namespace slackswap

@@ -1,11 +1,15 @@
 // Writes a simulated step as Chrome trace-event JSON, which Perfetto
 // (ui.perfetto.dev) and chrome://tracing open: one thread per stream
-// (compute, D2H, H2D), a counter track for activation and transient
-// memory and, where the device was modelled, one for the caching
-// allocator's allocated and reserved bytes.
+// (compute, D2H, H2D, and collectives where there are any), a counter track
+// for activation and transient memory and, where the device was modelled,
+// one for the caching allocator's allocated and reserved bytes. A node's
+// step: one process per rank, so laid out, and a "shared links" process
+// with a counter track per link the host copies cross: the bytes of the
+// copies in flight over it, per direction.
 //
 //   v1::SimulationResult r = ...;  // simulated with events recorded
 //   std::string json = ChromeTraceJson(r, "gpt2-xl");
+//   std::string node = ChromeTraceNodeJson(resp.node(), "gpt2-xl");
 #ifndef SLACKSWAP_IO_CHROME_TRACE_H_
 #define SLACKSWAP_IO_CHROME_TRACE_H_
 
@@ -19,6 +23,14 @@ namespace slackswap {
 // memory from r.memory_timeline.
 std::string ChromeTraceJson(const slackswap::v1::SimulationResult& r,
                             const std::string& title);
+
+// Process i + 1 is rank i (as ChromeTraceJson's one process); process
+// ranks + 1 holds the links' counters: h2d_bytes_in_flight and
+// d2h_bytes_in_flight, the bytes of the host copies in flight over the link
+// (StreamEvent.bytes of its ranks' copies, LinkUsage.ranks) after each
+// instant a copy starts or ends. Collectives' transfers are not counted.
+std::string ChromeTraceNodeJson(const slackswap::v1::NodeSimulation& n,
+                                const std::string& title);
 
 }  // namespace slackswap
 

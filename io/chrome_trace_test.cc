@@ -1,5 +1,8 @@
 #include "io/chrome_trace.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -50,6 +53,56 @@ TEST(ChromeTraceTest, TheAllocatorHasACounterTrackWhereModelled) {
   EXPECT_THAT(json, HasSubstr("{\"name\":\"allocator\",\"ph\":\"C\",\"pid\":1,"
                               "\"ts\":2.000,\"args\":{\"allocated_bytes\":512,"
                               "\"reserved_bytes\":2097152}}"));
+}
+
+}  // namespace
+}  // namespace slackswap
+
+namespace slackswap {
+namespace {
+
+TEST(ChromeTraceTest, ANodeHasAProcessPerRankAndLinksCountBytesInFlight) {
+  v1::NodeSimulation n;
+  for (int i = 0; i < 2; ++i) {
+    v1::RankResult* rank = n.add_ranks();
+    rank->set_rank(i);
+    rank->set_gpu(i);
+    v1::StreamEvent* e = rank->mutable_result()->add_events();
+    e->set_stream(v1::STREAM_D2H);
+    e->set_kind(v1::EVENT_KIND_SWAP_OUT);
+    e->set_name("a");
+    e->set_start_ns(i * 500);
+    e->set_end_ns(1000 + i * 500);
+    e->set_bytes(i == 0 ? 100 : 50);
+  }
+  v1::LinkUsage* uplink = n.add_links();
+  uplink->set_name("switch s uplink");
+  uplink->add_ranks(0);
+  uplink->add_ranks(1);
+  n.add_links()->set_name("GPU 0 NVLink");  // no host copies: no track
+  const std::string json = ChromeTraceNodeJson(n, "g");
+  google::protobuf::Struct parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok())
+      << json;
+  EXPECT_THAT(json, HasSubstr("\"pid\":1,\"args\":{\"name\":\"rank 0 (GPU 0): "
+                              "g\"}"));
+  EXPECT_THAT(json, HasSubstr("\"pid\":2,\"args\":{\"name\":\"rank 1 (GPU 1): "
+                              "g\"}"));
+  EXPECT_THAT(json, HasSubstr("\"pid\":3,\"args\":{\"name\":\"shared links: "
+                              "g\"}"));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("NVLink")));
+  // 100 bytes from 0 to 1,000 ns, 50 from 500 to 1,500 ns.
+  for (auto [ts, bytes] : {std::pair{"0.000", 100}, std::pair{"0.500", 150},
+                           std::pair{"1.000", 50}, std::pair{"1.500", 0}}) {
+    EXPECT_THAT(json,
+                HasSubstr(absl::StrCat(
+                    "{\"name\":\"switch s uplink\",\"ph\":\"C\",\"pid\":3,"
+                    "\"ts\":",
+                    ts,
+                    ",\"args\":{\"h2d_bytes_in_flight\":0,"
+                    "\"d2h_bytes_in_flight\":",
+                    bytes, "}}")));
+  }
 }
 
 }  // namespace

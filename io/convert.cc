@@ -809,6 +809,7 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
   pb.mutable_stalls()->set_prefetch_ns(r.stall_prefetch_ns);
   pb.mutable_stalls()->set_swap_out_ns(r.stall_swap_out_ns);
   pb.mutable_stalls()->set_memory_ns(r.stall_memory_ns);
+  pb.mutable_stalls()->set_collective_ns(r.stall_collective_ns);
   for (const MemorySample& s : r.timeline) {
     v1::MemoryPoint* p = pb.add_memory_timeline();
     p->set_time_ns(s.time_ns);
@@ -859,6 +860,9 @@ v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g) {
                         : g.tensors[e.index].external_id);
     out->set_start_ns(e.start_ns);
     out->set_end_ns(e.end_ns);
+    if (e.stream == StreamId::kD2H || e.stream == StreamId::kH2D) {
+      out->set_bytes(g.tensors[e.index].bytes);
+    }
   }
   pb.set_unconstrained_peak_bytes(r.unconstrained_peak_bytes);
   pb.set_static_bytes(r.static_bytes);
@@ -889,6 +893,42 @@ v1::DeviceMemory DeviceToProto(const DeviceReport& d) {
   pb.set_expandable_segments(d.expandable_segments);
   pb.set_required_bytes(d.required_bytes);
   pb.set_fits_device(d.fits);
+  return pb;
+}
+
+v1::NodeSimulation NodeResultToProto(const NodeSimResult& r, const Node& node,
+                                     absl::Span<const RankStep> ranks) {
+  v1::NodeSimulation pb;
+  pb.set_node_name(node.name);
+  pb.set_feasible(r.feasible);
+  pb.set_infeasible_reason(r.infeasible_reason);
+  pb.set_step_ns(r.step_ns);
+  pb.set_ideal_step_ns(r.ideal_step_ns);
+  pb.set_throughput_retained(r.throughput_retained);
+  for (size_t i = 0; i < r.ranks.size() && i < ranks.size(); ++i) {
+    v1::RankResult* out = pb.add_ranks();
+    out->set_rank(static_cast<int32_t>(i));
+    out->set_gpu(ranks[i].gpu);
+    *out->mutable_result() = ResultToProto(r.ranks[i], *ranks[i].graph);
+  }
+  for (const LinkUsage& link : r.links) {
+    v1::LinkUsage* out = pb.add_links();
+    for (int32_t rank : link.ranks) out->add_ranks(rank);
+    out->set_name(link.name);
+    out->set_h2d_bytes(link.h2d_bytes);
+    out->set_d2h_bytes(link.d2h_bytes);
+    out->set_h2d_utilization(link.h2d_utilization);
+    out->set_d2h_utilization(link.d2h_utilization);
+  }
+  for (size_t s = 0; s < node.sockets.size(); ++s) {
+    v1::SocketUsage* out = pb.add_sockets();
+    out->set_name(node.sockets[s].name);
+    out->set_peak_pinned_bytes(s < r.peak_pinned_bytes_per_socket.size()
+                                   ? r.peak_pinned_bytes_per_socket[s]
+                                   : 0);
+    out->set_pinned_capacity_bytes(node.sockets[s].pinned_host_memory_bytes);
+  }
+  pb.set_events_processed(r.events_processed);
   return pb;
 }
 

@@ -14,12 +14,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/stop.h"
 #include "common/text.h"
 #include "model/graph.h"
 #include "model/hardware.h"
 #include "model/node.h"
 #include "model/plan.h"
+#include "sim/node_simulator.h"
 #include "sim/simulator.h"
 #include "slackswap/v1/graph.pb.h"
 #include "slackswap/v1/hardware.pb.h"
@@ -118,6 +120,11 @@ v1::Plan PlanToProto(const Plan& plan, const Graph& g,
                      bool include_kept = true);
 
 v1::SimulationResult ResultToProto(const SimResult& r, const Graph& g);
+// Each rank's result as ResultToProto (its graph and GPU from `ranks`, the
+// steps r was simulated from), the links and the sockets' pinned peaks.
+// REQUIRES: r is SimulateNode(node, ranks, ...)'s.
+v1::NodeSimulation NodeResultToProto(const NodeSimResult& r, const Node& node,
+                                     absl::Span<const RankStep> ranks);
 v1::DeviceMemory DeviceToProto(const DeviceReport& d);
 
 }  // namespace slackswap

@@ -95,6 +95,11 @@ class NodeLinks final : public SharedLinks {
         counted_paths_[i][stream] = {{gpu_link_[ranks[i].gpu], dir},
                                      {uplink_[sw], dir},
                                      {memory[socket], dir}};
+        if (stream == kD2HStream) {
+          for (const Hop& hop : counted_paths_[i][stream]) {
+            usage_[hop.link].ranks.push_back(static_cast<int32_t>(i));
+          }
+        }
         for (const Hop& hop : counted_paths_[i][stream]) {
           demand[hop.link][stream] +=
               OneWay(caps_[gpu_link_[ranks[i].gpu]], dir);

@@ -45,6 +45,9 @@ struct RankStep {
 // What one shared link carried over the step.
 struct LinkUsage {
   std::string name;  // "GPU 3 link", "switch sw0 uplink", "socket cpu0 memory"
+  // The ranks whose host copies cross it (ascending); none for NVLink and
+  // the inter-socket link, which carry collectives only.
+  std::vector<int32_t> ranks;
   int64_t h2d_bytes = 0;
   int64_t d2h_bytes = 0;
   // Bytes moved over (one-way rate x the node's step): the share of the

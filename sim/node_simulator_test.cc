@@ -311,6 +311,8 @@ TEST(NodeSimulatorTest, TwoCopiesShareAnUplinkHalfEach) {
     ASSERT_EQ(r->links.size(), n + 2u);
     const LinkUsage& uplink = r->links[n];
     EXPECT_EQ(uplink.name, "switch sw0 uplink");
+    EXPECT_EQ(uplink.ranks.size(), static_cast<size_t>(n));
+    EXPECT_EQ(r->links[0].ranks, std::vector<int32_t>{0});
     EXPECT_EQ(uplink.d2h_bytes, 1000 * n);
     EXPECT_EQ(uplink.h2d_bytes, 1000 * n);
     EXPECT_EQ(r->step_ns, 5000);  // the prefetches land in the long op

@@ -1051,3 +1051,94 @@ TEST(PlanTest, PlanNamingAMissingTensorIsRejected) {
 
 }  // namespace
 }  // namespace slackswap
+
+// --- Nodes ------------------------------------------------------------------
+
+namespace slackswap {
+namespace {
+
+std::vector<std::string> NodeArgs(std::vector<std::string> more) {
+  std::vector<std::string> args = {"simulate",     "--workload", "gpt2-xl",
+                                   "--layers",     "2",          "--node",
+                                   "dgx-a100-80gb"};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+TEST(NodeTest, SimulateOnANodePrintsTheSlowestRankThenRanksAndLinks) {
+  Outcome o = Slackswap(NodeArgs({"--ranks", "4"}));
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, StartsWith("gpt2-xl on dgx-a100-80gb, slowest rank "));
+  EXPECT_THAT(o.out, HasSubstr("\nnode dgx-a100-80gb, 4 ranks\n"));
+  EXPECT_THAT(o.out, HasSubstr("\n  rank  gpu    step ms  retained %  "
+                               "stalls ms  peak activation\n"));
+  EXPECT_THAT(o.out, HasSubstr("\n  link                           H2D GB   "
+                               "D2H GB   H2D %   D2H %\n"));
+  EXPECT_THAT(o.out, HasSubstr("\n  GPU 3 link "));
+  EXPECT_THAT(o.out, Not(HasSubstr("GPU 4 link")));
+  EXPECT_THAT(o.out, HasSubstr("\n  pinned on socket-0: peak "));
+}
+
+TEST(NodeTest, JsonIsASimulateResponseWithEveryRank) {
+  Outcome o = Slackswap(NodeArgs({"--json"}));
+  ASSERT_EQ(o.code, 0) << o;
+  v1::SimulateResponse resp;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &resp).ok())
+      << o;
+  ASSERT_EQ(resp.node().ranks_size(), 8);
+  EXPECT_EQ(resp.node().node_name(), "dgx-a100-80gb");
+  EXPECT_EQ(resp.result().step_ns(), resp.node().step_ns());
+  EXPECT_EQ(resp.node().links_size(), 8 + 4 + 2);
+}
+
+TEST(NodeTest, TheTraceHasAProcessPerRankAndACounterPerLink) {
+  // A plan that swaps, so that the links carry copies.
+  const std::string plan = TempPath("node_plan.txtpb");
+  Outcome p = Slackswap({"plan", "--workload", "gpt2-xl", "--layers", "2",
+                         "--hardware", kHardware, "--budget", "0.6", "--policy",
+                         "swap_only", "--out", plan});
+  ASSERT_EQ(p.code, 0) << p;
+  const std::string trace = TempPath("node_trace.json");
+  Outcome o =
+      Slackswap(NodeArgs({"--ranks", "2", "--plan", plan, "--trace", trace}));
+  ASSERT_EQ(o.code, 0) << o;
+  Struct parsed;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadAll(trace), &parsed)
+          .ok());
+  std::map<int, std::string> processes;
+  std::map<std::string, int> counters;
+  for (const Value& e :
+       parsed.fields().at("traceEvents").list_value().values()) {
+    const auto& f = e.struct_value().fields();
+    const std::string ph = f.at("ph").string_value();
+    const int pid = static_cast<int>(f.at("pid").number_value());
+    if (ph == "M" && f.at("name").string_value() == "process_name") {
+      processes[pid] =
+          f.at("args").struct_value().fields().at("name").string_value();
+    }
+    if (ph == "C" && pid == 3) ++counters[f.at("name").string_value()];
+  }
+  ASSERT_EQ(processes.size(), 3u);
+  EXPECT_EQ(processes[1], "rank 0 (GPU 0): gpt2-xl on dgx-a100-80gb");
+  EXPECT_EQ(processes[2], "rank 1 (GPU 1): gpt2-xl on dgx-a100-80gb");
+  EXPECT_EQ(processes[3], "shared links: gpt2-xl on dgx-a100-80gb");
+  // GPUs 0 and 1 share switch 0's uplink and socket 0's memory.
+  EXPECT_EQ(counters.size(), 4u);
+  EXPECT_GT(counters["GPU 0 link"], 0);
+  EXPECT_GT(counters["socket socket-0 memory"], 0);
+}
+
+TEST(NodeTest, BadNodeFlagsAreRefused) {
+  ExpectOneLineError(Slackswap(NodeArgs({"--ranks", "9"})), "INVALID_ARGUMENT",
+                     "step.ranks must be in [0, 8]");
+  ExpectOneLineError(
+      Slackswap({"simulate", "--workload", "gpt2-xl", "--ranks", "2"}),
+      "INVALID_ARGUMENT", "--ranks is for --node");
+  ExpectOneLineError(
+      Slackswap({"simulate", "--workload", "gpt2-xl", "--node", "dgx-z9"}),
+      "INVALID_ARGUMENT", "step.node_name: unknown node \"dgx-z9\"");
+}
+
+}  // namespace
+}  // namespace slackswap

@@ -468,6 +468,46 @@ TEST(ServerCatalogTest, ListsNodesAsTheCoreDoes) {
             Sha256Hex(Sha256::Of(Deterministic(nodes))));
 }
 
+TEST(ServerSimulateTest, ANodeSimulationIsTheLocalCoresAnswer) {
+  ServedPlanner server({"--threads=1"});
+  ASSERT_TRUE(server.started()) << server.error();
+  v1::SimulateRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(2);
+  req.mutable_step()->set_node_name("dgx-a100-80gb");
+  req.mutable_step()->set_ranks(4);
+  req.set_timeline_points(16);
+  v1::SimulateResponse remote;
+  {
+    grpc::ClientContext ctx;
+    SetDeadline(ctx);
+    const grpc::Status s = server.stub().Simulate(&ctx, req, &remote);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  absl::StatusOr<v1::SimulateResponse> local =
+      PlanningCore(CoreLimits{}).SimulateStep(req, {});
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_EQ(remote.node().ranks_size(), 4);
+  EXPECT_EQ(remote.result().step_ns(), remote.node().step_ns());
+  // Every figure but the server's time is the local core's.
+  remote.clear_server_seconds();
+  local->clear_server_seconds();
+  EXPECT_EQ(Deterministic(remote), Deterministic(*local));
+
+  // Plan refuses a node, naming the field.
+  v1::PlanRequest plan;
+  *plan.mutable_step() = req.step();
+  plan.set_budget_fraction(0.5);
+  v1::PlanResponse unused;
+  grpc::ClientContext ctx;
+  SetDeadline(ctx);
+  const grpc::Status s = server.stub().Plan(&ctx, plan, &unused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(),
+              ::testing::StartsWith("step.node_name: node requests are "
+                                    "simulated only for now"));
+}
+
 TEST(ServerCatalogTest, ServerInfoNamesTheBuildTheRegistryAndTheLimits) {
   ServedPlanner server({"--threads=1", "--max_message_mb=8",
                         "--max_request_s=30", "--max_graph_ops=5000"});

@@ -1,0 +1,223 @@
+// Simulate on a node (StepSpec.node): every rank's result, the slowest as
+// the node's step, the links and sockets; the refusals, each naming the
+// field; and the admission estimate of a node request.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "core/admission.h"
+#include "core/planning_core.h"
+#include "core/request_convert.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "io/convert.h"
+#include "model/node.h"
+#include "model/workloads.h"
+
+namespace slackswap {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+v1::SimulateRequest NodeRequest(int32_t ranks, int64_t layers = 2) {
+  v1::SimulateRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(layers);
+  req.mutable_step()->set_node_name("dgx-a100-80gb");
+  req.mutable_step()->set_ranks(ranks);
+  return req;
+}
+
+std::string ErrorOf(const absl::Status& s, absl::StatusCode code) {
+  EXPECT_EQ(s.code(), code) << s;
+  return std::string(s.message());
+}
+
+// swap_only's plan for gpt2-xl on the DGX's GPU at 0.6 of the peak: host
+// copies that the step cannot all hide.
+v1::Plan SwappingPlan(const PlanningCore& core) {
+  v1::PlanRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(2);
+  req.mutable_step()->set_hardware_name(FindNode("dgx-a100-80gb")->gpu.name);
+  req.set_budget_fraction(0.6);
+  req.add_policies("swap_only");
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, {});
+  EXPECT_TRUE(resp.ok()) << resp.status();
+  if (!resp.ok()) return v1::Plan();
+  for (const v1::PolicyResult& p : resp->report().results()) {
+    if (p.policy() == "swap_only") return p.plan();
+  }
+  ADD_FAILURE() << "no swap_only result";
+  return v1::Plan();
+}
+
+TEST(SimulateNodeTest, EveryRankReportsAndTheSlowestIsTheNodesStep) {
+  PlanningCore core(CoreLimits{});
+  absl::StatusOr<v1::SimulateResponse> resp =
+      core.SimulateStep(NodeRequest(/*ranks=*/0), {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_TRUE(resp->has_node());
+  const v1::NodeSimulation& node = resp->node();
+  EXPECT_EQ(node.node_name(), "dgx-a100-80gb");
+  EXPECT_TRUE(node.feasible());
+  ASSERT_EQ(node.ranks_size(), 8);
+  int64_t slowest = 0;
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(node.ranks(i).rank(), i);
+    EXPECT_EQ(node.ranks(i).gpu(), i);
+    EXPECT_TRUE(node.ranks(i).result().has_device());
+    slowest = std::max(slowest, node.ranks(i).result().step_ns());
+  }
+  EXPECT_EQ(node.step_ns(), slowest);
+  EXPECT_GT(node.step_ns(), 0);
+  EXPECT_DOUBLE_EQ(node.throughput_retained(),
+                   static_cast<double>(node.ideal_step_ns()) / node.step_ns());
+  // The old field is the slowest rank's result.
+  ASSERT_GE(node.slowest_rank(), 0);
+  ASSERT_LT(node.slowest_rank(), 8);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      resp->result(), node.ranks(node.slowest_rank()).result()));
+  EXPECT_EQ(resp->result().step_ns(), node.step_ns());
+  // Eight GPU links, four uplinks, two sockets' memory.
+  ASSERT_EQ(node.links_size(), 8 + 4 + 2);
+  EXPECT_EQ(node.links(0).name(), "GPU 0 link");
+  EXPECT_THAT(node.links(0).ranks(), ::testing::ElementsAre(0));
+  EXPECT_EQ(node.links(8).ranks_size(), 2);
+  EXPECT_EQ(node.links(12).ranks_size(), 4);
+  ASSERT_EQ(node.sockets_size(), 2);
+  EXPECT_EQ(node.sockets(0).pinned_capacity_bytes(), 500'000'000'000);
+}
+
+TEST(SimulateNodeTest, MoreRanksAreNeverFasterAndSharedUplinksSlowSwaps) {
+  PlanningCore core(CoreLimits{});
+  for (bool swapping : {false, true}) {
+    SCOPED_TRACE(swapping ? "swap_only's plan" : "keep everything");
+    v1::SimulateRequest one = NodeRequest(1);
+    v1::SimulateRequest eight = NodeRequest(8);
+    if (swapping) {
+      *one.mutable_plan() = SwappingPlan(core);
+      *eight.mutable_plan() = one.plan();
+    }
+    absl::StatusOr<v1::SimulateResponse> a = core.SimulateStep(one, {});
+    absl::StatusOr<v1::SimulateResponse> b = core.SimulateStep(eight, {});
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_TRUE(a->node().feasible()) << a->node().infeasible_reason();
+    ASSERT_TRUE(b->node().feasible()) << b->node().infeasible_reason();
+    EXPECT_EQ(a->node().ranks_size(), 1);
+    EXPECT_GE(b->node().step_ns(), a->node().step_ns());
+    if (swapping) {
+      EXPECT_GT(a->result().d2h_bytes(), 0);
+      // Two GPUs share each uplink at one GPU link's rate.
+      EXPECT_GT(b->node().step_ns(), a->node().step_ns());
+    }
+  }
+}
+
+TEST(SimulateNodeTest, ARankThatCannotRunMakesTheStepInfeasibleNamingIt) {
+  PlanningCore core(CoreLimits{});
+  v1::SimulateRequest req = NodeRequest(2);
+  req.set_budget_bytes(1);  // keeping everything cannot meet it
+  absl::StatusOr<v1::SimulateResponse> resp = core.SimulateStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_FALSE(resp->node().feasible());
+  EXPECT_THAT(resp->node().infeasible_reason(), StartsWith("rank "));
+  EXPECT_FALSE(resp->result().feasible());
+  EXPECT_EQ(resp->result().infeasible_reason(),
+            resp->node().infeasible_reason());
+}
+
+TEST(SimulateNodeTest, BadNodeRequestsNameTheField) {
+  PlanningCore core(CoreLimits{});
+  const auto error_of = [&](const v1::SimulateRequest& req) {
+    return ErrorOf(core.SimulateStep(req, {}).status(),
+                   absl::StatusCode::kInvalidArgument);
+  };
+  v1::SimulateRequest req = NodeRequest(0);
+  req.mutable_step()->set_node_name("dgx-z9");
+  EXPECT_THAT(error_of(req),
+              HasSubstr("step.node_name: unknown node \"dgx-z9\"; known: "
+                        "dgx-a100-80gb, hgx-h100-sxm"));
+  EXPECT_THAT(error_of(NodeRequest(9)),
+              HasSubstr("step.ranks must be in [0, 8]"));
+  EXPECT_THAT(error_of(NodeRequest(-1)),
+              HasSubstr("step.ranks must be in [0, 8]"));
+  req = NodeRequest(0);
+  req.mutable_step()->set_hardware_name("h100-pcie5");
+  EXPECT_THAT(error_of(req),
+              StartsWith("step.hardware_name: \"h100-pcie5\" is not the "
+                         "GPU of step.node_name \"dgx-a100-80gb\""));
+  // The node's own GPU, given again, is no conflict.
+  req.mutable_step()->set_hardware_name(FindNode("dgx-a100-80gb")->gpu.name);
+  EXPECT_TRUE(core.SimulateStep(req, {}).ok());
+  req = NodeRequest(0);
+  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  req.mutable_step()->clear_node();
+  req.mutable_step()->set_ranks(2);
+  EXPECT_THAT(error_of(req), StartsWith("step.ranks: 2 given without a node"));
+  // An inline node's errors name its field under step.node_inline.
+  req = NodeRequest(0);
+  v1::NodeProfile bad = NodeToProto(*FindNode("dgx-a100-80gb"));
+  bad.mutable_switches(2)->set_gpus(1, 9);
+  *req.mutable_step()->mutable_node_inline() = bad;
+  EXPECT_THAT(error_of(req),
+              StartsWith("step.node_inline.switches[2].gpus[1]: GPU 9"));
+}
+
+TEST(SimulateNodeTest, PlanAndSweepRefuseANode) {
+  PlanningCore core(CoreLimits{});
+  v1::PlanRequest plan;
+  plan.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  plan.mutable_step()->set_node_name("dgx-a100-80gb");
+  plan.set_budget_fraction(0.5);
+  EXPECT_THAT(ErrorOf(core.PlanStep(plan, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              StartsWith("step.node_name: node requests are simulated only "
+                         "for now"));
+  *plan.mutable_step()->mutable_node_inline() =
+      NodeToProto(*FindNode("gh200-4x"));
+  EXPECT_THAT(ErrorOf(core.PlanStep(plan, {}).status(),
+                      absl::StatusCode::kInvalidArgument),
+              StartsWith("step.node_inline: node requests are simulated only "
+                         "for now"));
+  v1::SweepRequest sweep;
+  *sweep.mutable_step() = plan.step();
+  sweep.mutable_step()->set_node_name("a100-pcie-8x");
+  EXPECT_THAT(
+      ErrorOf(core.SweepBudgets(sweep, {},
+                                [](const v1::SweepResponse&) { return true; }),
+              absl::StatusCode::kInvalidArgument),
+      HasSubstr("step.node_name: node requests are simulated only for "
+                "now (Simulate, `slackswap simulate --node`); Sweep"));
+}
+
+TEST(SimulateNodeTest, ANodeRequestIsEstimatedAtItsRanksSimulations) {
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", {.layers = 2});
+  ASSERT_TRUE(g.ok());
+  const PlanningWork one = SimulateWork();
+  const PlanningWork eight = SimulateWork(8);
+  EXPECT_DOUBLE_EQ(eight.plans, 8 * one.plans);
+  const CostEstimate a = EstimateCost(*g, 0, one.plans, 0, one.ranks);
+  const CostEstimate b = EstimateCost(*g, 0, eight.plans, 0, eight.ranks);
+  EXPECT_GT(b.seconds, a.seconds);
+  EXPECT_GT(b.bytes, a.bytes);
+  // A limit between the two admits one GPU's simulation and refuses the
+  // node's, naming the estimate.
+  CoreLimits limits;
+  limits.max_request_seconds = (a.seconds + b.seconds) / 2;
+  PlanningCore core(limits);
+  v1::SimulateRequest single = NodeRequest(0);
+  single.mutable_step()->clear_node();
+  single.mutable_step()->set_ranks(0);
+  single.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  EXPECT_TRUE(core.SimulateStep(single, {}).ok());
+  EXPECT_THAT(ErrorOf(core.SimulateStep(NodeRequest(8), {}).status(),
+                      absl::StatusCode::kResourceExhausted),
+              HasSubstr("--max_request_s"));
+}
+
+}  // namespace
+}  // namespace slackswap
