@@ -33,6 +33,10 @@ const FlagSpecs& StepFlags() {
       {"dp", "N",
        "workload override: data parallel over N ranks as PyTorch DDP does "
        "it (bucketed gradient all-reduces in backward; default 1)"},
+      {"fsdp", "N",
+       "workload override: parameters sharded over N ranks as PyTorch FSDP "
+       "does it (per-layer all-gathers, gradient reduce-scatters; default 1; "
+       "not with --dp)"},
       {"hardware", "NAME|FILE",
        absl::StrCat("a catalog profile (", absl::StrJoin(HardwareNames(), ", "),
                     ") or a HardwareProfile file"),
@@ -108,6 +112,20 @@ absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags) {
     }
     ref.set_data_parallel(static_cast<int32_t>(*dp));
   }
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> fsdp, flags.GetInt("fsdp"));
+  if (fsdp.has_value()) {
+    if (*fsdp < 1 || *fsdp > kMaxFullyShardedRanks) {
+      return absl::InvalidArgumentError(absl::StrCat("--fsdp must be in [1, ",
+                                                     kMaxFullyShardedRanks,
+                                                     "] ranks, got ", *fsdp));
+    }
+    if (dp.value_or(1) > 1 && *fsdp > 1) {
+      return absl::InvalidArgumentError(
+          "--dp and --fsdp cannot both be > 1: hybrid sharding is not "
+          "generated");
+    }
+    ref.set_fully_sharded(static_cast<int32_t>(*fsdp));
+  }
   ref.set_attention(flags.Get("attention").value_or(""));
   return ref;
 }
@@ -124,7 +142,8 @@ absl::StatusOr<GraphFrom> GraphFromFlags(const Flags& flags,
     SLACKSWAP_ASSIGN_OR_RETURN(*workload, WorkloadFromFlags(flags));
     return GraphFrom::kWorkload;
   }
-  for (const char* name : {"batch", "seq", "layers", "attention", "dp"}) {
+  for (const char* name :
+       {"batch", "seq", "layers", "attention", "dp", "fsdp"}) {
     if (flags.Has(name)) {
       return absl::InvalidArgumentError(std::string("--") + name +
                                         " applies to --workload, not --graph");

@@ -1,6 +1,7 @@
 // What subcommands read from their flags into request messages: the step
-// (--workload NAME with --batch/--seq/--layers/--attention/--dp overrides, or
-// --graph FILE; --hardware NAME|FILE), the budget and the policies.
+// (--workload NAME with --batch/--seq/--layers/--attention/--dp/--fsdp
+// overrides, or --graph FILE; --hardware NAME|FILE), the budget and the
+// policies.
 #ifndef SLACKSWAP_CLI_INPUTS_H_
 #define SLACKSWAP_CLI_INPUTS_H_
 

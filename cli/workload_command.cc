@@ -1,5 +1,6 @@
 // slackswap workload --workload NAME [--batch N --seq N --layers N
-//   --attention flash|unfused --dp N] --out FILE [--server HOST:PORT ...]
+//   --attention flash|unfused --dp N --fsdp N] --out FILE [--server HOST:PORT
+//   ...]
 #include <ostream>
 
 #include "absl/strings/str_format.h"

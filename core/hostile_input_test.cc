@@ -274,6 +274,19 @@ TEST(HostileInputTest, HugeWorkloadOverridesAreRefused) {
                              "ranks, got ",
                              ranks)});
   }
+  req.mutable_step()->mutable_workload()->clear_data_parallel();
+  for (int32_t ranks : {0, -3, 65}) {
+    req.mutable_step()->mutable_workload()->set_fully_sharded(ranks);
+    Check(req, {absl::StatusCode::kInvalidArgument,
+                absl::StrCat("step.workload.fully_sharded must be in [1, 64] "
+                             "ranks, got ",
+                             ranks)});
+  }
+  // Hybrid sharding, refused naming both fields.
+  req.mutable_step()->mutable_workload()->set_fully_sharded(2);
+  req.mutable_step()->mutable_workload()->set_data_parallel(2);
+  Check(req, {absl::StatusCode::kInvalidArgument,
+              "data_parallel (2) and fully_sharded (2) cannot both be > 1"});
 }
 
 TEST(HostileInputTest, TooManyTimelinePointsOrSweepPoints) {

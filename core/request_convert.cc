@@ -46,6 +46,15 @@ absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
     }
     o.data_parallel = ref.data_parallel();
   }
+  if (ref.has_fully_sharded()) {
+    if (ref.fully_sharded() < 1 ||
+        ref.fully_sharded() > kMaxFullyShardedRanks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".fully_sharded must be in [1, ", kMaxFullyShardedRanks,
+          "] ranks, got ", ref.fully_sharded()));
+    }
+    o.fully_sharded = ref.fully_sharded();
+  }
   if (!ref.attention().empty()) {
     absl::StatusOr<Attention> a = ParseAttention(ref.attention());
     if (!a.ok()) return InField(field + ".attention", a.status());

@@ -250,8 +250,11 @@ class Indexer {
           g_.OpLabel(o), ": output ", g_.TensorLabel(out),
           " is already produced by ", g_.OpLabel(idx_.producer[out])));
     }
-    if (g_.tensors[out].kind != TensorKind::kActivation &&
-        g_.tensors[out].kind != TensorKind::kGradient) {
+    // A collective may write a parameter: FSDP's all-gathers assemble the
+    // full parameters from the ranks' shards (model/transformer.h).
+    const TensorKind kind = g_.tensors[out].kind;
+    if (kind != TensorKind::kActivation && kind != TensorKind::kGradient &&
+        !(kind == TensorKind::kParameter && g_.ops[o].collective.has_value())) {
       return absl::InvalidArgumentError(
           absl::StrCat(g_.OpLabel(o), ": output ", g_.TensorLabel(out),
                        " is static (parameter, optimizer state or input) "
@@ -261,14 +264,20 @@ class Indexer {
   }
 
   // A rebuild may only read what existed before the tensor was first made,
-  // so rebuilding terminates.
+  // so rebuilding terminates; or a collective's output without a recipe of
+  // its own, which no chain rebuilds (sim/schedule.cc refuses it), so a
+  // chain ends there too. The lowering refuses a rebuild run before such
+  // an input exists. FSDP's recomputes read the parameters gathered for
+  // backward, after the tensor was made (model/transformer.h).
   absl::Status CheckRebuildOrder() {
     for (int32_t t = 0; t < num_tensors_; ++t) {
       SLACKSWAP_RETURN_IF_ERROR(Poll());
       if (!g_.tensors[t].rebuild.has_value()) continue;
       for (int32_t in : g_.tensors[t].rebuild->inputs) {
         const int32_t p = idx_.producer[in];
-        if (in == t || (p != kNone &&
+        const bool chain_end = p != kNone && g_.ops[p].collective.has_value() &&
+                               !g_.tensors[in].rebuild.has_value();
+        if (in == t || (p != kNone && !chain_end &&
                         (idx_.producer[t] == kNone || p >= idx_.producer[t]))) {
           return absl::InvalidArgumentError(absl::StrCat(
               g_.TensorLabel(t), " rebuild: input ", g_.TensorLabel(in),

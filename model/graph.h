@@ -196,7 +196,10 @@ struct Graph {
 // (a group of 1 to kMaxCollectiveRanks distinct ranks; send/receive: 2;
 // no workspace),
 // out-of-range tensor references, tensors produced twice
-// or read before they are produced, an op reading its own output, negative
+// or read before they are produced, static tensors produced by an op (a
+// collective may write a parameter: FSDP's gathered parameters), rebuild
+// recipes reading a tensor made after theirs (unless a collective's
+// output, which ends a chain), an op reading its own output, negative
 // sizes or costs, NaN/Inf FLOPs, byte totals that overflow int64, and cycles
 // (reported as such, with the ops on the cycle). Never aborts. `stop` is
 // polled: true ends it with CANCELLED.

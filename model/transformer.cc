@@ -115,7 +115,7 @@ class Builder {
         h_(c.hidden),
         names_(NamesFor(c)) {}
 
-  Graph Build() {
+  absl::StatusOr<Graph> Build() {
     g_.name = c_.name.empty() ? "transformer" : c_.name;
     g_.description = absl::StrCat(
         c_.arch == Arch::kEncoderPostNorm ? "encoder (post-norm)"
@@ -127,6 +127,10 @@ class Builder {
     if (c_.data_parallel > 1) {
       absl::StrAppend(&g_.description, ", data parallel over ",
                       c_.data_parallel, " ranks (DDP)");
+    }
+    if (c_.fully_sharded > 1) {
+      absl::StrAppend(&g_.description, ", fully sharded over ",
+                      c_.fully_sharded, " ranks (FSDP)");
     }
     int32_t x = Embeddings();
     for (int32_t l = 0; l < c_.layers; ++l) {
@@ -142,6 +146,7 @@ class Builder {
       LmHead(x);
     }
     Backward();
+    if (c_.fully_sharded > 1) SLACKSWAP_RETURN_IF_ERROR(ShardParameters());
     return std::move(g_);
   }
 
@@ -714,6 +719,200 @@ class Builder {
     bucket_bytes_ = 0;
   }
 
+  // --- FSDP (transformer.h) -------------------------------------------------
+
+  // One FSDP unit: its parameters (in first-use order) and what the rewrite
+  // adds for it.
+  struct Unit {
+    std::string name;
+    std::vector<int32_t> params;
+    int64_t bytes = 0;  // full, before sharding
+    int32_t gathered_fwd = kNone;
+    int32_t gathered_bwd = kNone;
+    // In the rewritten order; kNone until emitted.
+    int32_t fwd_gather_op = kNone;
+    int32_t bwd_gather_op = kNone;
+    int32_t last_bwd_op = kNone;  // in the generated order
+  };
+
+  // Rewrites the generated step op by op: the all-gathers before each
+  // unit's first forward and first backward op, the gathered parameters in
+  // place of the unit's parameters, the reduce-scatter after its last
+  // backward op, the shards' bytes, and the recipes.
+  absl::Status ShardParameters() {
+    std::vector<Unit> units(static_cast<size_t>(c_.layers) + 1);
+    auto unit_of = [](const Op& op) {
+      return static_cast<size_t>(op.layer + 1);
+    };
+    for (size_t u = 0; u < units.size(); ++u) {
+      units[u].name = u == 0 ? "root" : absl::StrCat("L", u - 1);
+    }
+    std::vector<int32_t> owner(g_.tensors.size(), kNone);
+    for (size_t o = 0; o < g_.ops.size(); ++o) {
+      const Op& op = g_.ops[o];
+      const size_t u = unit_of(op);
+      if (op.phase == Phase::kBackward) {
+        units[u].last_bwd_op = static_cast<int32_t>(o);
+      }
+      for (int32_t t : op.inputs) {
+        if (g_.tensors[t].kind != TensorKind::kParameter) continue;
+        if (owner[t] == kNone) {
+          owner[t] = static_cast<int32_t>(u);
+          units[u].params.push_back(t);
+          units[u].bytes += g_.tensors[t].bytes;
+        } else if (owner[t] != static_cast<int32_t>(u)) {
+          // Every op of this generator reads only its own unit's parameters
+          // (the tied embeddings are the root's twice over, transformer.h).
+          return absl::InternalError(absl::StrCat(
+              g_.OpLabel(static_cast<int32_t>(o)), " reads ", g_.TensorLabel(t),
+              " of FSDP unit ", units[static_cast<size_t>(owner[t])].name));
+        }
+      }
+    }
+    for (Unit& unit : units) {
+      const int64_t elems = unit.bytes / d_;
+      for (const char* phase : {"fwd", "bwd"}) {
+        Tensor t;
+        t.name = text_.Add(absl::StrCat("fsdp.", unit.name, ".params.", phase));
+        t.bytes = unit.bytes;
+        t.kind = TensorKind::kParameter;
+        t.dtype = text_.Intern(Dtype(d_));
+        t.shape = text_.Intern(Shape({elems}));
+        const int32_t id = g_.AddTensor(std::move(t));
+        (phase[0] == 'f' ? unit.gathered_fwd : unit.gathered_bwd) = id;
+      }
+    }
+
+    std::vector<Op> generated = std::move(g_.ops);
+    g_.ops.clear();
+    g_.ops.reserve(generated.size() + 3 * units.size());
+    for (size_t o = 0; o < generated.size(); ++o) {
+      Op& op = generated[o];
+      Unit& unit = units[unit_of(op)];
+      const bool fwd = op.phase == Phase::kForward;
+      const int32_t gathered = fwd ? unit.gathered_fwd : unit.gathered_bwd;
+      int32_t& gather_op = fwd ? unit.fwd_gather_op : unit.bwd_gather_op;
+      if (gather_op == kNone) {
+        gather_op = AddCollective(
+            absl::StrCat("fsdp.all_gather.", unit.name, fwd ? ".fwd" : ".bwd"),
+            op.phase, op.layer, CollectiveKind::kAllGather, unit.bytes);
+        Op& gather = g_.ops[static_cast<size_t>(gather_op)];
+        gather.inputs.assign(unit.params.begin(), unit.params.end());
+        gather.outputs.push_back(gathered);
+      }
+      // The gathered parameters once, where the op read its parameters.
+      TensorIds inputs;
+      bool read = false;
+      for (int32_t t : op.inputs) {
+        if (g_.tensors[t].kind == TensorKind::kParameter) {
+          if (read) continue;
+          read = true;
+          t = gathered;
+        }
+        inputs.push_back(t);
+      }
+      // FSDP reshards a unit's backward copy in its post-backward hook,
+      // once all its gradients are made: it lives to the unit's last
+      // backward op, which recipes rebuilding the unit's activations may
+      // need it until (the root's last, the embeddings' backward, reads no
+      // parameter).
+      if (static_cast<int32_t>(o) == unit.last_bwd_op && !read) {
+        inputs.push_back(gathered);
+      }
+      op.inputs = std::move(inputs);
+      op.external_id = static_cast<int64_t>(g_.ops.size());
+      g_.ops.push_back(std::move(op));
+      if (static_cast<int32_t>(o) == unit.last_bwd_op) {
+        AddCollective(absl::StrCat("fsdp.reduce_scatter.", unit.name),
+                      Phase::kBackward, g_.ops.back().layer,
+                      CollectiveKind::kReduceScatter, unit.bytes);
+      }
+    }
+    // Sharded only now: the gathered bytes above are the full ones.
+    const int64_t n = c_.fully_sharded;
+    for (const Unit& unit : units) {
+      for (int32_t p : unit.params) {
+        int64_t& bytes = g_.tensors[static_cast<size_t>(p)].bytes;
+        bytes = (bytes + n - 1) / n;
+      }
+    }
+    return AddRecipes(units);
+  }
+
+  // Appends a collective over the unit's ranks, with no tensors yet; its
+  // index.
+  int32_t AddCollective(std::string name, Phase phase, int32_t layer,
+                        CollectiveKind kind, int64_t bytes) {
+    const int32_t id = static_cast<int32_t>(g_.ops.size());
+    Op& op = g_.ops.emplace_back();
+    op.name = text_.Add(name);
+    op.phase = phase;
+    op.layer = layer;
+    op.external_id = id;
+    // No cost: a collective takes no compute time (model/cost_model.cc).
+    Collective& c = op.collective.emplace();
+    c.kind = kind;
+    c.algorithm = CollectiveAlgorithm::kRing;
+    c.bytes = bytes;
+    for (int32_t r = 0; r < c_.fully_sharded; ++r) c.group.push_back(r);
+    return id;
+  }
+
+  // The recipes of the activations whose producer read a unit's
+  // forward-gathered parameters (transformer.h), after checking that each
+  // saved one is first needed once the unit's backward all-gather has run.
+  // The unsaved ones get one too: a chain rebuilding a saved activation
+  // may need them (the logits, for the loss's probabilities), and in
+  // backward only the backward-gathered parameters exist.
+  absl::Status AddRecipes(const std::vector<Unit>& units) {
+    const size_t num_tensors = g_.tensors.size();
+    std::vector<int32_t> first_bwd_use(num_tensors, kNone);
+    for (size_t o = 0; o < g_.ops.size(); ++o) {
+      const Op& op = g_.ops[o];
+      if (op.phase != Phase::kBackward) continue;
+      for (int32_t t : op.inputs) {
+        int32_t& first = first_bwd_use[static_cast<size_t>(t)];
+        if (first == kNone) first = static_cast<int32_t>(o);
+      }
+    }
+    // The unit whose forward-gathered parameters each tensor is.
+    std::vector<int32_t> unit_of_gathered(num_tensors, kNone);
+    for (size_t u = 0; u < units.size(); ++u) {
+      unit_of_gathered[static_cast<size_t>(units[u].gathered_fwd)] =
+          static_cast<int32_t>(u);
+    }
+    for (size_t o = 0; o < g_.ops.size(); ++o) {
+      const Op& op = g_.ops[o];
+      if (op.phase != Phase::kForward || op.collective.has_value()) continue;
+      const Unit* unit = nullptr;
+      for (int32_t t : op.inputs) {
+        const int32_t u = unit_of_gathered[static_cast<size_t>(t)];
+        if (u != kNone) unit = &units[static_cast<size_t>(u)];
+      }
+      if (unit == nullptr) continue;
+      for (int32_t t : op.outputs) {
+        const int32_t first = first_bwd_use[static_cast<size_t>(t)];
+        Tensor& tensor = g_.tensors[static_cast<size_t>(t)];
+        if (tensor.rebuild.has_value()) continue;
+        if (first != kNone && first < unit->bwd_gather_op) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "transformer ", g_.name, ": fully_sharded: ", g_.TensorLabel(t),
+              ", made with FSDP unit ", unit->name,
+              "'s parameters, is first needed in backward by ",
+              g_.OpLabel(first), ", before ", g_.OpLabel(unit->bwd_gather_op),
+              " gathers them, so it could not be recomputed (as a post-norm "
+              "encoder's layer outputs; model/transformer.h)"));
+        }
+        Rebuild& r = tensor.rebuild.emplace();
+        r.inputs = op.inputs;
+        std::replace(r.inputs.begin(), r.inputs.end(), unit->gathered_fwd,
+                     unit->gathered_bwd);
+        r.cost = op.cost;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   const TransformerConfig& c_;
   const int64_t d_;
   const int64_t t_;
@@ -764,6 +963,18 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
     return FieldError(
         c, absl::StrCat("data_parallel must be in [1, ", kMaxDataParallel,
                         "] ranks, got ", c.data_parallel));
+  }
+  if (c.fully_sharded < 1 || c.fully_sharded > kMaxFullyShardedRanks) {
+    return FieldError(
+        c, absl::StrCat("fully_sharded must be in [1, ", kMaxFullyShardedRanks,
+                        "] ranks, got ", c.fully_sharded));
+  }
+  if (c.data_parallel > 1 && c.fully_sharded > 1) {
+    return FieldError(
+        c, absl::StrCat("data_parallel (", c.data_parallel,
+                        ") and fully_sharded (", c.fully_sharded,
+                        ") cannot both be > 1: hybrid sharding is not "
+                        "generated"));
   }
   if (c.hidden % c.heads != 0) {
     return FieldError(
@@ -817,7 +1028,7 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
 
 absl::StatusOr<Graph> BuildTransformer(const TransformerConfig& c) {
   SLACKSWAP_RETURN_IF_ERROR(ValidateTransformerConfig(c));
-  Graph g = Builder(c).Build();
+  SLACKSWAP_ASSIGN_OR_RETURN(Graph g, Builder(c).Build());
   SLACKSWAP_RETURN_IF_ERROR(IndexGraph(g));
   return g;
 }

@@ -8,6 +8,9 @@
 //   absl::StatusOr<Graph> g = BuildTransformer(*c);
 //   c->data_parallel = 8;                 // DDP over 8 ranks: all-reduces
 //   absl::StatusOr<Graph> ddp = BuildTransformer(*c);
+//   c->data_parallel = 1;
+//   c->fully_sharded = 8;                 // FSDP: all-gathers and
+//   absl::StatusOr<Graph> fsdp = BuildTransformer(*c);  // reduce-scatters
 #ifndef SLACKSWAP_MODEL_TRANSFORMER_H_
 #define SLACKSWAP_MODEL_TRANSFORMER_H_
 
@@ -51,6 +54,11 @@ struct TransformerConfig {
   // DistributedDataParallel does (below); in [1, kMaxDataParallel]. 1: no
   // collectives, the graph of a single GPU.
   int32_t data_parallel = 1;
+  // Ranks the parameters are sharded over, as PyTorch's
+  // FullyShardedDataParallel does (below); in [1, kMaxFullyShardedRanks].
+  // 1: not sharded. Not with data_parallel > 1 (hybrid sharding is not
+  // generated).
+  int32_t fully_sharded = 1;
 };
 
 // The most data-parallel ranks: a collective's largest group.
@@ -92,6 +100,53 @@ inline constexpr int64_t kDdpBucketCapBytes = int64_t{25} << 20;
 // (they are static memory, as the parameters are), so adding them only to
 // give the all-reduce inputs would make the N-rank step's memory differ
 // from the single GPU's by something DDP does not add.
+
+// The most ranks the parameters may be sharded over.
+inline constexpr int32_t kMaxFullyShardedRanks = kMaxCollectiveRanks;
+
+// Fully sharded data parallelism (fully_sharded = N > 1) follows PyTorch's
+// FullyShardedDataParallel (ZeRO-3) with one FSDP unit per transformer
+// layer and one, the root, for what is outside the layers (embeddings,
+// final norm, heads), with reshard_after_forward. Every rank runs the same
+// step on its own batch, so one graph serves every rank. Names: unit `L<l>`
+// or `root`.
+//  - Each parameter tensor holds its rank's shard, ceil(bytes / N).
+//  - Before a unit's first forward op, `fsdp.all_gather.<unit>.fwd`: a
+//    ring all-gather over {0, ..., N-1} of the unit's full parameter bytes
+//    that reads the unit's shards and writes `fsdp.<unit>.params.fwd`
+//    (kParameter, those bytes: FSDP's flat parameter). The unit's forward
+//    ops read it in place of the parameters; it is freed after its last
+//    forward reader, which is the resharding. The root's spans forward,
+//    from the embeddings to the head, as FSDP keeps the root's parameters
+//    gathered after forward.
+//  - Before a unit's first backward op, `fsdp.all_gather.<unit>.bwd`
+//    writes `fsdp.<unit>.params.bwd`, which the unit's backward ops read;
+//    the unit's last backward op reads it too (the root's, the
+//    embeddings' backward, needs no parameter), as FSDP reshards it in
+//    its post-backward hook, so recomputes may read it to the end.
+//  - After a unit's last backward op, `fsdp.reduce_scatter.<unit>`: a
+//    ring reduce-scatter of the unit's gradient bytes (its parameter
+//    bytes), reading and writing no tensor, as DDP's all-reduces (above).
+//  - Recompute: the parameters gathered for forward are gone by backward,
+//    and only a collective could bring them back, so a saved activation
+//    whose producer read them could not be rebuilt. FSDP with activation
+//    checkpointing recomputes in backward with the parameters gathered for
+//    backward: each activation its producer made from the forward-gathered
+//    parameters (saved or not: a chain may need either) gets a Rebuild
+//    recipe (model/graph.h) of its producer's inputs, the forward-gathered
+//    parameters replaced by the backward-gathered ones, at its producer's
+//    cost (a tensor with a recipe already, a dropout mask, keeps it).
+//    This holds only if the activation is first needed in backward after
+//    its unit's backward all-gather; the generator checks it, and refuses
+//    a post-norm encoder (BERT), whose layers' outputs are norm outputs
+//    first needed by the next layer's backward. A layer's input cannot
+//    be recomputed either (it would need the previous layer's parameters,
+//    gathered later): the planners keep it (planner/analysis.h,
+//    RecomputableTensors).
+// A parameter shared by two ops (the tied word embeddings, read by the
+// embeddings and the LM or MLM head) belongs to the root unit, which holds
+// both of its readers: PyTorch FSDP puts a shared parameter in the unit
+// that wraps all its users, and the root's gathered parameters serve both.
 
 // The most layers a generated step may have (its op count grows with them).
 inline constexpr int32_t kMaxTransformerLayers = 10'000;

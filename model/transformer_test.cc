@@ -771,6 +771,280 @@ TEST(TransformerDataParallelTest, WorkloadOverrideIsCheckedBeforeNarrowing) {
   }
 }
 
+// --- fully sharded data parallel (FSDP) --------------------------------------
+
+TransformerConfig Sharded(const std::string& name, int32_t layers,
+                          int32_t ranks) {
+  TransformerConfig c = *FindWorkload(name);
+  c.layers = layers;
+  c.fully_sharded = ranks;
+  return c;
+}
+
+// What the single-GPU graph says of the FSDP units (transformer.h): each
+// parameter's unit is the layer of the first forward op reading it (the
+// root, -1, outside the layers), and a unit's bytes are its parameters'.
+struct Units {
+  std::map<int32_t, int64_t> bytes;  // by layer
+  int64_t total = 0;
+  int64_t sharded = 0;  // sum of ceil(bytes / ranks)
+};
+
+Units UnitsOf(const Graph& single, int64_t ranks) {
+  Units u;
+  std::set<int32_t> seen;
+  for (const Op& op : single.ops) {
+    if (op.phase != Phase::kForward) continue;
+    for (int32_t t : op.inputs) {
+      const Tensor& tensor = single.tensors[t];
+      if (tensor.kind != TensorKind::kParameter || !seen.insert(t).second) {
+        continue;
+      }
+      u.bytes[op.layer] += tensor.bytes;
+      u.total += tensor.bytes;
+      u.sharded += (tensor.bytes + ranks - 1) / ranks;
+    }
+  }
+  return u;
+}
+
+int64_t InputBytes(const Graph& g) {
+  int64_t bytes = 0;
+  for (const Tensor& t : g.tensors) {
+    if (t.kind == TensorKind::kInput) bytes += t.bytes;
+  }
+  return bytes;
+}
+
+std::string UnitName(int32_t layer) {
+  return layer < 0 ? "root" : absl::StrCat("L", layer);
+}
+
+TEST(TransformerFullyShardedTest, OneRankIsTheSingleGpuGraph) {
+  for (const std::string& name : WorkloadNames()) {
+    SCOPED_TRACE(name);
+    TransformerConfig unset = *FindWorkload(name);
+    unset.layers = 2;
+    absl::StatusOr<Graph> before = BuildTransformer(unset);
+    absl::StatusOr<Graph> one = BuildTransformer(Sharded(name, 2, 1));
+    ASSERT_TRUE(before.ok() && one.ok());
+    EXPECT_EQ(Dump(*one), Dump(*before));
+    EXPECT_TRUE(AllReduces(*one).empty());
+  }
+}
+
+// The memory FSDP asks of a rank: its shards of every parameter, plus the
+// gathered parameters of the units in flight, the largest one unit's.
+TEST(TransformerFullyShardedTest, ShardsGatheredUnitsAndCollectiveBytes) {
+  for (const std::string name : {"gpt2-xl", "llama-7b"}) {
+    for (int32_t ranks : {3, 8}) {
+      SCOPED_TRACE(absl::StrCat(name, " over ", ranks));
+      const int32_t layers = 3;
+      absl::StatusOr<Graph> single = BuildTransformer(Sharded(name, layers, 1));
+      absl::StatusOr<Graph> g = BuildTransformer(Sharded(name, layers, ranks));
+      ASSERT_TRUE(single.ok() && g.ok()) << g.status();
+      const Units units = UnitsOf(*single, ranks);
+      ASSERT_EQ(units.bytes.size(), static_cast<size_t>(layers) + 1);
+      EXPECT_THAT(g->description,
+                  HasSubstr(absl::StrCat("fully sharded over ", ranks,
+                                         " ranks (FSDP)")));
+
+      // Static memory: the shards and the inputs, as before.
+      EXPECT_EQ(g->index.static_bytes, units.sharded + InputBytes(*single));
+      EXPECT_EQ(single->index.static_bytes, units.total + InputBytes(*single));
+      // Activations: what the single GPU saves.
+      EXPECT_EQ(g->index.saved_bytes, single->index.saved_bytes);
+
+      // The collectives, unit by unit.
+      std::map<std::string, int64_t> gathers, scatters;
+      int64_t gathered_bytes = 0, scattered_bytes = 0, largest_gathered = 0;
+      for (size_t o = 0; o < g->ops.size(); ++o) {
+        const Op& op = g->ops[o];
+        if (!op.collective.has_value()) {
+          // No compute op reads a shard: only the gathered parameters.
+          for (int32_t t : op.inputs) {
+            if (g->tensors[t].kind == TensorKind::kParameter) {
+              EXPECT_NE(g->index.producer[t], kNone) << g->OpLabel(o);
+            }
+          }
+          continue;
+        }
+        const Collective& c = *op.collective;
+        EXPECT_EQ(c.algorithm, CollectiveAlgorithm::kRing);
+        std::vector<int32_t> group(ranks);
+        for (int32_t r = 0; r < ranks; ++r) group[r] = r;
+        EXPECT_EQ(c.group, group);
+        const std::string unit = UnitName(op.layer);
+        const int64_t unit_bytes = units.bytes.at(op.layer);
+        EXPECT_EQ(c.bytes, unit_bytes) << op.name.view();
+        // The next op (after a gather) or the one before (a reduce-scatter)
+        // is the unit's.
+        if (c.kind == CollectiveKind::kAllGather) {
+          const bool fwd = op.phase == Phase::kForward;
+          EXPECT_EQ(op.name.view(), absl::StrCat("fsdp.all_gather.", unit,
+                                                 fwd ? ".fwd" : ".bwd"));
+          gathers[unit] += 1;
+          gathered_bytes += c.bytes;
+          ASSERT_EQ(op.outputs.size(), 1u);
+          const int32_t out = op.outputs[0];
+          const Tensor& t = g->tensors[out];
+          EXPECT_EQ(t.kind, TensorKind::kParameter);
+          EXPECT_EQ(t.bytes, unit_bytes);
+          EXPECT_EQ(t.name.view(), absl::StrCat("fsdp.", unit, ".params.",
+                                                fwd ? "fwd" : "bwd"));
+          largest_gathered = std::max(largest_gathered, t.bytes);
+          // It reads the unit's shards.
+          int64_t shards = 0;
+          for (int32_t in : op.inputs) {
+            EXPECT_EQ(g->index.producer[in], kNone);
+            shards += g->tensors[in].bytes;
+          }
+          EXPECT_GE(shards * ranks, unit_bytes);
+          EXPECT_LT(
+              shards * ranks,
+              unit_bytes + static_cast<int64_t>(op.inputs.size()) * ranks);
+          ASSERT_LT(o + 1, g->ops.size());
+          EXPECT_EQ(g->ops[o + 1].layer, op.layer);
+          EXPECT_EQ(g->ops[o + 1].phase, op.phase);
+          // Freed after its last reader: forward's, for forward's copy
+          // (the resharding), and no reader is of the other phase.
+          const int32_t last = g->index.last_use[out];
+          ASSERT_NE(last, kNone);
+          EXPECT_EQ(g->ops[last].phase, op.phase);
+          EXPECT_EQ(g->ops[last].layer, op.layer);
+          EXPECT_FALSE(g->index.is_saved[out]);
+        } else {
+          ASSERT_EQ(c.kind, CollectiveKind::kReduceScatter);
+          EXPECT_EQ(op.name.view(), absl::StrCat("fsdp.reduce_scatter.", unit));
+          EXPECT_EQ(op.phase, Phase::kBackward);
+          EXPECT_TRUE(op.inputs.empty() && op.outputs.empty());
+          scatters[unit] += 1;
+          scattered_bytes += c.bytes;
+          // After the unit's last backward op.
+          for (size_t later = o + 1; later < g->ops.size(); ++later) {
+            EXPECT_NE(g->ops[later].layer, op.layer) << g->OpLabel(later);
+          }
+        }
+      }
+      int64_t largest_unit = 0;
+      for (const auto& [layer, bytes] : units.bytes) {
+        largest_unit = std::max(largest_unit, bytes);
+        EXPECT_EQ(gathers[UnitName(layer)], 2) << UnitName(layer);
+        EXPECT_EQ(scatters[UnitName(layer)], 1) << UnitName(layer);
+      }
+      EXPECT_EQ(largest_gathered, largest_unit);
+      EXPECT_EQ(gathered_bytes, 2 * units.total);
+      EXPECT_EQ(scattered_bytes, units.total);
+      EXPECT_EQ(g->ops.size(), single->ops.size() + 3 * units.bytes.size());
+    }
+  }
+}
+
+// Recompute with the parameters gathered for backward (transformer.h).
+TEST(TransformerFullyShardedTest, SavedActivationsRebuildFromBackwardGather) {
+  for (const std::string name : {"gpt2-xl", "llama-7b"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Graph> g = BuildTransformer(Sharded(name, 2, 8));
+    ASSERT_TRUE(g.ok()) << g.status();
+    // The backward copy of each forward-gathered tensor, and its gather.
+    std::map<int32_t, int32_t> bwd_of;
+    std::map<int32_t, int32_t> gather_of;
+    std::map<int32_t, int32_t> fwd_gathered_of_layer;
+    for (size_t o = 0; o < g->ops.size(); ++o) {
+      const Op& op = g->ops[o];
+      if (!op.collective.has_value() ||
+          op.collective->kind != CollectiveKind::kAllGather) {
+        continue;
+      }
+      gather_of[op.outputs[0]] = static_cast<int32_t>(o);
+      if (op.phase == Phase::kForward) {
+        fwd_gathered_of_layer[op.layer] = op.outputs[0];
+      }
+    }
+    for (const Op& op : g->ops) {
+      if (op.collective.has_value() && op.phase == Phase::kBackward &&
+          op.collective->kind == CollectiveKind::kAllGather) {
+        bwd_of[fwd_gathered_of_layer.at(op.layer)] = op.outputs[0];
+      }
+    }
+    int32_t recipes = 0;
+    for (int32_t t : g->index.saved) {
+      const Op& producer = g->ops[g->index.producer[t]];
+      const Tensor& tensor = g->tensors[t];
+      int32_t fwd = kNone;
+      for (int32_t in : producer.inputs) {
+        if (bwd_of.contains(in)) fwd = in;
+      }
+      if (fwd == kNone) continue;
+      SCOPED_TRACE(g->TensorLabel(t));
+      ASSERT_TRUE(tensor.rebuild.has_value());
+      ++recipes;
+      TensorIds expected = producer.inputs;
+      std::replace(expected.begin(), expected.end(), fwd, bwd_of.at(fwd));
+      EXPECT_EQ(tensor.rebuild->inputs, expected);
+      EXPECT_EQ(tensor.rebuild->cost.flops, producer.cost.flops);
+      EXPECT_EQ(tensor.rebuild->cost.bytes_accessed,
+                producer.cost.bytes_accessed);
+      EXPECT_EQ(tensor.rebuild->cost.kernels, producer.cost.kernels);
+      EXPECT_EQ(tensor.rebuild->cost.kind, producer.cost.kind);
+      // First needed once the backward copy exists.
+      EXPECT_GT(g->index.first_bwd_use[t], gather_of.at(bwd_of.at(fwd)));
+    }
+    // Per layer: the norms' outputs and statistics, the GEMMs' outputs.
+    EXPECT_GE(recipes, 2 * 4);
+  }
+  // A dropout mask keeps its own recipe, which reads nothing.
+  absl::StatusOr<Graph> gpt = BuildTransformer(Sharded("gpt2-xl", 1, 8));
+  ASSERT_TRUE(gpt.ok()) << gpt.status();
+  const Tensor& mask = gpt->tensors[Find(*gpt, "L0.attn_resid_dropout.mask")];
+  ASSERT_TRUE(mask.rebuild.has_value());
+  EXPECT_TRUE(mask.rebuild->inputs.empty());
+}
+
+TEST(TransformerFullyShardedTest, RefusesBadRanksHybridAndPostNorm) {
+  TransformerConfig c = Sharded("gpt2-xl", 2, 0);
+  ExpectInvalid(c, "fully_sharded must be in [1, 64] ranks, got 0");
+  c.fully_sharded = 65;
+  ExpectInvalid(c, "fully_sharded must be in [1, 64] ranks, got 65");
+  c.fully_sharded = 8;
+  c.data_parallel = 2;
+  ExpectInvalid(c,
+                "data_parallel (2) and fully_sharded (8) cannot both be > 1");
+  // Either alone is fine.
+  c.data_parallel = 1;
+  EXPECT_TRUE(BuildTransformer(c).ok());
+  // A post-norm encoder's layer output is made with its layer's norm and
+  // first needed by the next layer's backward, before its layer's
+  // parameters are gathered again: it could not be recomputed.
+  absl::StatusOr<Graph> bert = BuildTransformer(Sharded("bert-large", 2, 8));
+  EXPECT_EQ(bert.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bert.status().message()),
+              HasSubstr("fully_sharded: tensor"));
+  EXPECT_THAT(std::string(bert.status().message()),
+              HasSubstr("(L0.y), made with FSDP unit L0's parameters"));
+  EXPECT_TRUE(BuildTransformer(Sharded("bert-large", 2, 1)).ok());
+
+  WorkloadOverrides o;
+  o.layers = 1;
+  o.fully_sharded = 4;
+  absl::StatusOr<Graph> g = BuildWorkload("llama-7b", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->ops[AllReduces(*g)[0]].collective->group.size(), 4u);
+  for (int64_t bad : {int64_t{0}, int64_t{65}, (int64_t{1} << 32) + 2}) {
+    o.fully_sharded = bad;
+    absl::StatusOr<Graph> refused = BuildWorkload("llama-7b", o);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(refused.status().message()),
+                HasSubstr(absl::StrCat(
+                    "fully_sharded must be in [1, 64] ranks, got ", bad)));
+  }
+  o.fully_sharded = 2;
+  o.data_parallel = 2;
+  absl::StatusOr<Graph> hybrid = BuildWorkload("llama-7b", o);
+  EXPECT_THAT(std::string(hybrid.status().message()),
+              HasSubstr("data_parallel (2) and fully_sharded (2)"));
+}
+
 TEST(TransformerPresetTest, NamesAndLookup) {
   EXPECT_THAT(WorkloadNames(),
               ::testing::ElementsAre("bert-large", "gpt2-xl", "llama-7b"));

@@ -125,6 +125,15 @@ absl::StatusOr<Graph> BuildWorkload(absl::string_view name,
     }
     config.data_parallel = static_cast<int32_t>(*overrides.data_parallel);
   }
+  if (overrides.fully_sharded.has_value()) {
+    if (*overrides.fully_sharded < 1 ||
+        *overrides.fully_sharded > kMaxFullyShardedRanks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fully_sharded must be in [1, ", kMaxFullyShardedRanks,
+                       "] ranks, got ", *overrides.fully_sharded));
+    }
+    config.fully_sharded = static_cast<int32_t>(*overrides.fully_sharded);
+  }
   return BuildTransformer(config);
 }
 

@@ -44,6 +44,9 @@ struct WorkloadOverrides {
   // Ranks in data parallel (TransformerConfig::data_parallel); in
   // [1, kMaxDataParallel].
   std::optional<int64_t> data_parallel;
+  // Ranks the parameters are sharded over (TransformerConfig::
+  // fully_sharded); in [1, kMaxFullyShardedRanks].
+  std::optional<int64_t> fully_sharded;
 };
 
 // The named workload with `overrides` applied, generated and indexed.

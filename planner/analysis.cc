@@ -1,6 +1,9 @@
 #include "planner/analysis.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/saturating.h"
@@ -76,6 +79,69 @@ int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,
   return Cost(g, d, plan, t, *rebuilt);
 }
 
+std::vector<bool> RecomputableTensors(const Graph& g) {
+  const GraphIndex& idx = g.index;
+  const size_t n = g.tensors.size();
+  constexpr int32_t kNever = std::numeric_limits<int32_t>::max();
+  // When a tensor can be read in backward by a chain: [from, to], op
+  // indices. Static and kept tensors always: [0, kNever].
+  std::vector<int32_t> from(n, 0), to(n, kNever);
+  std::vector<bool> recomputable(n, false);
+  // A collective's output first: a recipe may read one made later
+  // (model/graph.cc, CheckRebuildOrder).
+  for (size_t o = 0; o < g.ops.size(); ++o) {
+    const Op& op = g.ops[o];
+    if (!op.collective.has_value()) continue;
+    for (int32_t t : op.outputs) {
+      if (g.tensors[t].rebuild.has_value()) continue;
+      if (op.phase == Phase::kForward) {
+        from[t] = kNever;
+        to[t] = -1;
+      } else {
+        from[t] = static_cast<int32_t>(o) + 1;
+        to[t] = idx.last_use[t];
+      }
+    }
+  }
+  // Then in production order: any other input is made earlier.
+  for (size_t o = 0; o < g.ops.size(); ++o) {
+    const Op& op = g.ops[o];
+    if (op.phase != Phase::kForward) continue;
+    for (int32_t t : op.outputs) {
+      if (op.collective.has_value() && !g.tensors[t].rebuild.has_value()) {
+        continue;
+      }
+      int32_t lo = 0, hi = kNever;
+      for (int32_t in : RebuildInputs(g, t)) {
+        // Kept, swapped, or read from its own window.
+        if (idx.is_saved[in] && !recomputable[in]) continue;
+        lo = std::max(lo, from[in]);
+        hi = std::min(hi, to[in]);
+      }
+      from[t] = lo;
+      to[t] = hi;
+      if (idx.is_saved[t]) {
+        const int32_t need = idx.first_bwd_use[t];
+        recomputable[t] = lo <= need && need <= hi;
+      }
+    }
+  }
+  return recomputable;
+}
+
+bool KeepUnrecomputable(const StepAnalysis& a, Plan& plan) {
+  bool changed = false;
+  // An analysis made without AnalyzeStep (a test's) says nothing.
+  if (a.recomputable.size() != plan.decisions.size()) return false;
+  for (size_t t = 0; t < plan.decisions.size(); ++t) {
+    Decision& d = plan.decisions[t];
+    if (d.action != Action::kRecompute || a.recomputable[t]) continue;
+    d = Decision{};
+    changed = true;
+  }
+  return changed;
+}
+
 absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
                                          const std::function<bool()>& stop) {
   StepAnalysis a;
@@ -111,6 +177,7 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
     }
   }
   a.peak_ns = a.op_start_ns[a.peak_op];
+  a.recomputable = RecomputableTensors(g);
 
   // RecomputeCostNs under the keep-all plan, with no plan made for it (one
   // decision per tensor): only unsaved forward tensors are dropped. The

@@ -56,6 +56,8 @@ struct StepAnalysis {
   // ideal timeline: where a budget binds hardest.
   int32_t peak_op = kNone;
   int64_t peak_ns = 0;
+  // By tensor: whether a plan may recompute it (RecomputableTensors).
+  std::vector<bool> recomputable;
 };
 
 // REQUIRES: IndexGraph(g) succeeded, hw validated. `stop`, if set, is
@@ -63,6 +65,23 @@ struct StepAnalysis {
 absl::StatusOr<StepAnalysis> AnalyzeStep(
     const Graph& g, const Hardware& hw,
     const std::function<bool()>& stop = nullptr);
+
+// By tensor, whether every chain that rebuilds it finds what it reads: a
+// recipe may read a tensor a collective writes in backward (FSDP's gathered
+// parameters, model/transformer.h), which exists only from that collective
+// to its last reader; a collective's output made in forward cannot be
+// rebuilt at all (sim/schedule.cc refuses both). A saved activation is
+// recomputable when its first backward use falls where all it reads, down
+// chains through unsaved and recomputable saved tensors, exists. True for
+// every saved activation of a graph without collectives. Recomputing only
+// recomputable tensors, no chain runs where an input is missing: a tensor
+// rebuilt within another's chain reads no later and no longer than that
+// one does.
+std::vector<bool> RecomputableTensors(const Graph& g);
+
+// Keeps each tensor `plan` recomputes that `a` says cannot be: the plan
+// then lowers, and holds those bytes. Returns whether anything changed.
+bool KeepUnrecomputable(const StepAnalysis& a, Plan& plan);
 
 // Whether rebuilding something that reads t must rebuild t first: t is a
 // forward tensor the plan drops (recomputed, or saved by nobody).

@@ -1,6 +1,11 @@
 #include "planner/analysis.h"
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
+#include "model/workloads.h"
 #include "testing/graph_builder.h"
 
 namespace slackswap {
@@ -66,6 +71,48 @@ TEST(RecomputeCostTest, ChainsThroughWhatThePlanDrops) {
 }
 
 // docs/PERFORMANCE.md gives it: a 10^6-op step has a million candidates.
+int32_t Named(const Graph& g, const std::string& name) {
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    if (g.tensors[t].name.view() == name) return static_cast<int32_t>(t);
+  }
+  ADD_FAILURE() << name;
+  return 0;
+}
+
+// FSDP (model/transformer.h): a layer's activations rebuild from the
+// parameters its backward gathers; its input would need the previous
+// layer's, gathered only after this layer's backward: kept instead.
+TEST(RecomputableTest, FsdpLayerInputsAreKept) {
+  WorkloadOverrides o;
+  o.layers = 2;
+  absl::StatusOr<Graph> single = BuildWorkload("gpt2-xl", o);
+  o.fully_sharded = 8;
+  absl::StatusOr<Graph> fsdp = BuildWorkload("gpt2-xl", o);
+  ASSERT_TRUE(single.ok() && fsdp.ok()) << fsdp.status();
+  const std::vector<bool> all = RecomputableTensors(*single);
+  for (int32_t t : single->index.saved) EXPECT_TRUE(all[t]);
+
+  const std::vector<bool> r = RecomputableTensors(*fsdp);
+  for (const char* yes :
+       {"L0.xn", "L0.q", "L1.u", "L1.g", "yn", "probs", "x0", "L1.r1"}) {
+    EXPECT_TRUE(r[Named(*fsdp, yes)]) << yes;
+  }
+  // L1's input (L0's output) and ln_f's (L1's output).
+  for (const char* no : {"L0.r2", "L1.r2"}) {
+    EXPECT_FALSE(r[Named(*fsdp, no)]) << no;
+  }
+  StepAnalysis a;
+  a.recomputable = r;
+  Plan plan = Plan::KeepAll(*fsdp);
+  for (int32_t t : fsdp->index.saved) {
+    plan.decisions[t].action = Action::kRecompute;
+  }
+  EXPECT_TRUE(KeepUnrecomputable(a, plan));
+  EXPECT_EQ(plan.decisions[Named(*fsdp, "L0.r2")].action, Action::kKeep);
+  EXPECT_EQ(plan.decisions[Named(*fsdp, "L0.xn")].action, Action::kRecompute);
+  EXPECT_FALSE(KeepUnrecomputable(a, plan));
+}
+
 TEST(AnalysisTest, CandidatesAreCompact) { EXPECT_EQ(sizeof(Candidate), 48u); }
 
 }  // namespace

@@ -109,6 +109,8 @@ absl::StatusOr<Schedule> AssignPrefetchPoints(const PlanningContext& ctx,
   std::vector<int32_t> need;
   for (bool changed = true; changed;) {
     SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+    // A swap made a recompute above may be one no chain can rebuild.
+    KeepUnrecomputable(a, plan);
     SLACKSWAP_ASSIGN_OR_RETURN(
         lowered, LowerWithoutPrefetches(g, plan, a.durations, ctx.Lowering()));
     need = FirstNeedOps(lowered);

@@ -218,6 +218,10 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
     if (known.has_value()) return *std::move(known);
   }
   SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, info->create()->MakePlan(planning));
+  // The policies choose among saved activations as if each could be
+  // rebuilt; where a collective's output stands in the way (FSDP), the
+  // plan keeps the tensor instead (planner/analysis.h).
+  KeepUnrecomputable(planning.analysis, plan);
   plan.policy = info->name;
   plan.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
   if (shares_plans) {

@@ -3,8 +3,10 @@
 // sharing on a small graph, and on bad input.
 #include "sim/node_simulator.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -685,6 +687,94 @@ TEST(NodeCollectivesTest, ADataParallelStepRunsOnADgx) {
   }
   // The last bucket's all-reduce cannot hide under backward.
   EXPECT_GT(r->step_ns, alone->step_ns);
+}
+
+// The FSDP step the generator builds (model/transformer.h: per-layer
+// all-gathers in forward and backward, reduce-scatters after each unit's
+// backward) on a DGX A100's 8 GPUs, with everything kept and with every
+// activation recomputed that has a recipe reading the parameters gathered
+// for backward (FSDP's activation checkpointing). Both lower and run; no
+// rank's step is shorter than the GPU's step alone.
+TEST(NodeCollectivesTest, AFullyShardedStepRunsOnADgx) {
+  absl::StatusOr<Node> node = FindNode("dgx-a100-80gb");
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->num_gpus, 8);
+  WorkloadOverrides o;
+  o.layers = 2;
+  o.fully_sharded = 8;
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<int32_t> collectives;
+  std::vector<bool> gathered_for_backward(g->tensors.size(), false);
+  for (size_t i = 0; i < g->ops.size(); ++i) {
+    const Op& op = g->ops[i];
+    if (!op.collective.has_value()) continue;
+    collectives.push_back(static_cast<int32_t>(i));
+    if (op.phase == Phase::kBackward) {
+      for (int32_t t : op.outputs) gathered_for_backward[t] = true;
+    }
+  }
+  ASSERT_EQ(collectives.size(), 9u);  // 3 units: 2 gathers, 1 scatter each
+  Plan recompute = Plan::KeepAll(*g);
+  int32_t recomputed = 0;
+  for (int32_t t : g->index.saved) {
+    const Tensor& tensor = g->tensors[t];
+    if (!tensor.rebuild.has_value()) continue;
+    if (std::none_of(tensor.rebuild->inputs.begin(),
+                     tensor.rebuild->inputs.end(),
+                     [&](int32_t in) { return gathered_for_backward[in]; })) {
+      continue;
+    }
+    recompute.decisions[t].action = Action::kRecompute;
+    ++recomputed;
+  }
+  ASSERT_GT(recomputed, 10);
+
+  absl::StatusOr<OpDurations> single_gpu;
+  {
+    o.fully_sharded = 1;
+    absl::StatusOr<Graph> one = BuildWorkload("gpt2-xl", o);
+    ASSERT_TRUE(one.ok()) << one.status();
+    single_gpu = ComputeDurations(*one, node->gpu);
+    ASSERT_TRUE(single_gpu.ok()) << single_gpu.status();
+  }
+  Plan keep = Plan::KeepAll(*g);
+  for (const Plan* plan : {&keep, &recompute}) {
+    const bool kept = plan == &keep;
+    SCOPED_TRACE(kept ? "keep all" : "recompute");
+    const Lowered l = Lower(*g, node->gpu, *plan);
+    EXPECT_EQ(l.schedule.recomputed_tensors, kept ? 0 : recomputed);
+    std::vector<RankStep> ranks;
+    for (int32_t gpu = 0; gpu < 8; ++gpu) {
+      ranks.push_back({.gpu = gpu,
+                       .graph = &l.graph,
+                       .durations = &l.durations,
+                       .schedule = &l.schedule});
+    }
+    absl::StatusOr<NodeSimResult> r = SimulateNode(*node, ranks, Options(0));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->feasible) << r->infeasible_reason;
+    // Alone, the collectives are free: the single GPU's compute, plus the
+    // recomputes.
+    EXPECT_EQ(l.durations.total_ns, single_gpu->total_ns);
+    ASSERT_EQ(r->ranks.size(), 8u);
+    for (size_t k = 0; k < r->ranks.size(); ++k) {
+      SCOPED_TRACE(absl::StrCat("rank ", k));
+      const SimResult& rank = r->ranks[k];
+      EXPECT_TRUE(rank.feasible);
+      EXPECT_GE(rank.step_ns, single_gpu->total_ns);
+      std::vector<int32_t> ran;
+      for (const SimEvent& e : rank.events) {
+        if (e.type != EventType::kCollective) continue;
+        EXPECT_EQ(e.stream, StreamId::kComm);
+        ran.push_back(e.index);
+      }
+      EXPECT_EQ(ran, collectives);
+    }
+    // Forward waits for the first all-gather: the step is longer than the
+    // compute alone.
+    EXPECT_GT(r->step_ns, single_gpu->total_ns);
+  }
 }
 
 }  // namespace

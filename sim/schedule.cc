@@ -214,6 +214,17 @@ class Lowerer {
       Reading& top = stack.back();
       if (top.next < top.inputs->size()) {
         const int32_t in = (*top.inputs)[top.next++];
+        // Only a recipe can read a tensor made later (model/graph.cc,
+        // CheckRebuildOrder): run before it exists, the rebuild would read
+        // memory nothing holds.
+        if (where_[in] == Where::kAbsent && stack.size() > 1) {
+          const int32_t rebuilt = restored_[top.restored_begin];
+          return absl::InvalidArgumentError(absl::StrCat(
+              "rebuilding ", g_.TensorLabel(rebuilt), " for ",
+              g_.OpLabel(current_op_), " reads ", g_.TensorLabel(in),
+              ", which ", g_.OpLabel(idx_.producer[in]),
+              " has not produced yet"));
+        }
         if (where_[in] == Where::kDropped) {
           SLACKSWAP_RETURN_IF_ERROR(CountTask());
           SLACKSWAP_RETURN_IF_ERROR(CheckRebuildable(in));

@@ -141,5 +141,68 @@ TEST(LowerWithoutPrefetchesTest, AnInvalidPrefetchPointLeavesTheSchedule) {
   }
 }
 
+// FSDP's recipes (model/transformer.h): z is rebuilt from x and w, which a
+// collective in backward writes. Needed after w exists, the rebuild reads
+// it; needed before, the lowering refuses rather than read nothing.
+struct LateInputFixture {
+  Graph g;
+  int32_t x, z, w;
+  OpDurations d;
+  explicit LateInputFixture(bool z_needed_before_w) {
+    x = g.AddTensor({.name = "x", .bytes = 1});
+    Tensor zt{.name = "z", .bytes = 1};
+    z = g.AddTensor(zt);
+    w = g.AddTensor({.name = "w", .bytes = 1, .kind = TensorKind::kParameter});
+    Rebuild& r = g.tensors[z].rebuild.emplace();
+    r.inputs = {x, w};
+    g.AddOp(MakeOp("f0", Phase::kForward, {}, {x}));   // 0
+    g.AddOp(MakeOp("f1", Phase::kForward, {x}, {z}));  // 1
+    if (z_needed_before_w) {
+      g.AddOp(MakeOp("b_early", Phase::kBackward, {z}, {}));  // 2
+    }
+    Op gather = MakeOp("gather", Phase::kBackward, {}, {w});
+    gather.cost.duration_ns.reset();
+    Collective& c = gather.collective.emplace();
+    c.kind = CollectiveKind::kAllGather;
+    c.bytes = 1;
+    c.group = {0};
+    g.AddOp(std::move(gather));
+    g.AddOp(MakeOp("b", Phase::kBackward, {x, z, w}, {}));
+    const absl::Status indexed = IndexGraph(g);
+    EXPECT_TRUE(indexed.ok()) << indexed;
+    d.op_ns.assign(g.ops.size(), 10);
+    d.rebuild_ns.assign(g.tensors.size(), 4);
+  }
+  Plan RecomputeZ() const {
+    Plan plan = Plan::KeepAll(g);
+    plan.decisions[z].action = Action::kRecompute;
+    return plan;
+  }
+};
+
+TEST(LowerPlanTest, ARecipeReadsATensorMadeAfterItsTensor) {
+  LateInputFixture f(/*z_needed_before_w=*/false);
+  absl::StatusOr<Schedule> s = LowerPlan(f.g, f.RecomputeZ(), f.d);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // f0 f1 | gather | rebuild z from x and w | b
+  ASSERT_EQ(s->tasks.size(), 5u);
+  EXPECT_EQ(s->tasks[3].rebuild_of, f.z);
+  EXPECT_EQ(s->tasks[3].duration_ns, 4);
+  EXPECT_EQ(s->task_of_op[3], 4);
+}
+
+TEST(LowerPlanTest, ARebuildBeforeItsInputExistsIsRefused) {
+  LateInputFixture f(/*z_needed_before_w=*/true);
+  absl::StatusOr<Schedule> s = LowerPlan(f.g, f.RecomputeZ(), f.d);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(),
+              ::testing::HasSubstr("rebuilding tensor 1 (z) for op 2 "
+                                   "(b_early) reads tensor 2 (w), which op 3 "
+                                   "(gather) has not produced yet"));
+  // Kept, z needs no rebuild: the same graph lowers.
+  EXPECT_TRUE(LowerPlan(f.g, Plan::KeepAll(f.g), f.d).ok());
+}
+
 }  // namespace
 }  // namespace slackswap

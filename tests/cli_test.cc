@@ -16,6 +16,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -683,6 +684,106 @@ TEST(DataParallelTest, BadRankCountsAreRefusedNamingTheFlag) {
   ExpectOneLineError(Slackswap({"simulate", "--graph", path, "--dp", "2"}),
                      "INVALID_ARGUMENT",
                      "--dp applies to --workload, not --graph");
+}
+
+// The FSDP step (docs/workloads.md, "Fully sharded data parallel (FSDP)"):
+// the figures the doc shows, and a plan for it.
+TEST(FullyShardedTest, WorkloadHasTheDocsCollectivesAndPlans) {
+  const std::string path = TempPath("fsdp.pb");
+  Outcome w = Slackswap({"workload", "--workload", "gpt2-xl", "--layers", "2",
+                         "--fsdp", "8", "--out", path});
+  ASSERT_EQ(w.code, 0) << w;
+  EXPECT_EQ(w.out, absl::StrCat("wrote ", path, ": 67 ops, 104 tensors\n"));
+  v1::OperatorGraph g;
+  ASSERT_TRUE(ReadProtoFile(path, &g).ok());
+  // (collective, the op after a gather or before a reduce-scatter, bytes)
+  std::vector<std::tuple<std::string, std::string, int64_t>> collectives;
+  for (int i = 0; i < g.ops_size(); ++i) {
+    const v1::Op& op = g.ops(i);
+    if (!op.has_collective()) continue;
+    EXPECT_EQ(op.collective().algorithm(), v1::COLLECTIVE_ALGORITHM_RING);
+    EXPECT_THAT(op.collective().group(),
+                ::testing::ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+    const bool gather =
+        op.collective().kind() == v1::COLLECTIVE_KIND_ALL_GATHER;
+    collectives.emplace_back(op.name(), g.ops(gather ? i + 1 : i - 1).name(),
+                             op.collective().bytes());
+  }
+  using C = std::tuple<std::string, std::string, int64_t>;
+  EXPECT_THAT(
+      collectives,
+      ::testing::ElementsAre(
+          C{"fsdp.all_gather.root.fwd", "embeddings", 164'105'600},
+          C{"fsdp.all_gather.L0.fwd", "L0.ln_1", 61'452'800},
+          C{"fsdp.all_gather.L1.fwd", "L1.ln_1", 61'452'800},
+          C{"fsdp.all_gather.root.bwd", "cross_entropy.bwd", 164'105'600},
+          C{"fsdp.all_gather.L1.bwd", "L1.mlp_residual_add.bwd", 61'452'800},
+          C{"fsdp.reduce_scatter.L1", "L1.ln_1.bwd", 61'452'800},
+          C{"fsdp.all_gather.L0.bwd", "L0.mlp_residual_add.bwd", 61'452'800},
+          C{"fsdp.reduce_scatter.L0", "L0.ln_1.bwd", 61'452'800},
+          C{"fsdp.reduce_scatter.root", "embeddings.bwd", 164'105'600}));
+  int64_t shards = 0, largest_gathered = 0;
+  for (const v1::Tensor& t : g.tensors()) {
+    if (t.kind() != v1::TENSOR_KIND_PARAMETER) continue;
+    if (absl::StartsWith(t.name(), "fsdp.")) {
+      largest_gathered = std::max(largest_gathered, t.size_bytes());
+    } else {
+      shards += t.size_bytes();
+    }
+    if (t.name() == "embeddings.word") {
+      EXPECT_EQ(t.size_bytes(), 160'822'400 / 8);
+    }
+  }
+  // The model's 287,011,200 parameter bytes over 8 ranks.
+  EXPECT_EQ(shards, 35'876'400);
+  EXPECT_EQ(largest_gathered, 164'105'600);
+
+  for (const std::vector<std::string>& step :
+       {std::vector<std::string>{"--graph", path},
+        std::vector<std::string>{"--workload", "gpt2-xl", "--layers", "2",
+                                 "--fsdp", "8"}}) {
+    SCOPED_TRACE(step[1]);
+    std::vector<std::string> args = {"plan",     "--hardware", kHardware,
+                                     "--json",   "--budget",   "0.5",
+                                     "--policy", "slackswap"};
+    args.insert(args.end(), step.begin(), step.end());
+    Outcome plan = Slackswap(args);
+    ASSERT_EQ(plan.code, 0) << plan;
+    v1::PlanReport report;
+    ASSERT_TRUE(
+        google::protobuf::util::JsonStringToMessage(plan.out, &report).ok())
+        << plan.out;
+    ASSERT_EQ(report.results_size(), 1);
+    EXPECT_TRUE(report.results(0).result().feasible());
+    EXPECT_GT(report.results(0).result().step_ns(), 0);
+  }
+  // The command the brief names, as text.
+  Outcome text =
+      Slackswap({"plan", "--workload", "gpt2-xl", "--layers", "2", "--fsdp",
+                 "8", "--policy", "slackswap", "--budget", "0.5"});
+  ASSERT_EQ(text.code, 0) << text;
+  EXPECT_THAT(text.out, HasSubstr("slackswap"));
+}
+
+TEST(FullyShardedTest, BadRanksHybridAndGraphAreRefused) {
+  const std::string path = TempPath("fsdp_bad.json");
+  for (const char* bad : {"0", "65", "-1", "4294967298"}) {
+    ExpectOneLineError(
+        Slackswap({"workload", "--workload", "gpt2-xl", "--fsdp", bad, "--out",
+                   path}),
+        "INVALID_ARGUMENT",
+        absl::StrCat("--fsdp must be in [1, 64] ranks, got ", bad));
+  }
+  ExpectOneLineError(Slackswap({"workload", "--workload", "gpt2-xl", "--dp",
+                                "2", "--fsdp", "4", "--out", path}),
+                     "INVALID_ARGUMENT", "--dp and --fsdp cannot both be > 1");
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path, "--fsdp", "2"}),
+                     "INVALID_ARGUMENT",
+                     "--fsdp applies to --workload, not --graph");
+  Outcome bert = Slackswap({"workload", "--workload", "bert-large", "--layers",
+                            "2", "--fsdp", "8", "--out", path});
+  EXPECT_NE(bert.code, 0);
+  EXPECT_THAT(bert.err, HasSubstr("fully_sharded"));
 }
 
 // --- Outputs ----------------------------------------------------------------
