@@ -270,12 +270,21 @@ def main():
             print(f"ok: dashboard variable ${var['name']} = {values}")
 
         # What slackswapd itself counts: Prometheus must catch up to it.
-        direct = sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in srv.scrape().splitlines()
-            if line.startswith("slackswap_requests_total{"))
-        du.check(direct == calls, f"slackswapd counted {direct} calls, the "
-                 f"test made {calls}")
+        # The server counts a call when it is done with it, which can be
+        # just after the client has its answer: poll (bounded) until it has
+        # counted them all.
+        def counted():
+            return sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in srv.scrape().splitlines()
+                if line.startswith("slackswap_requests_total{"))
+        def all_counted():
+            n = counted()
+            return n if n == calls else None
+        direct = du.wait_until(
+            f"slackswapd to count the {calls} calls the test made",
+            all_counted, PROM_DATA_TIMEOUT_S,
+            detail=lambda: f"it counts {counted()}")
 
         def counter_caught_up():
             v = scalar(prom.query(
