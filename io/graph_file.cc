@@ -29,9 +29,9 @@ using google::protobuf::io::CodedOutputStream;
 using google::protobuf::io::FileInputStream;
 using google::protobuf::io::StringOutputStream;
 
-// OperatorGraph's fields, as graph.proto numbers them.
+// OperatorGraph's fields, as graph.proto numbers them (2, between them, is
+// the description).
 constexpr int kNameField = 1;
-constexpr int kDescriptionField = 2;
 constexpr int kTensorsField = 3;
 constexpr int kOpsField = 4;
 
