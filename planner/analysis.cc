@@ -131,7 +131,7 @@ std::vector<bool> RecomputableTensors(const Graph& g) {
 
 bool KeepUnrecomputable(const StepAnalysis& a, Plan& plan) {
   bool changed = false;
-  // An analysis made without AnalyzeStep (a test's) says nothing.
+  // No table: a graph without collectives (or an analysis a test made).
   if (a.recomputable.size() != plan.decisions.size()) return false;
   for (size_t t = 0; t < plan.decisions.size(); ++t) {
     Decision& d = plan.decisions[t];
@@ -177,7 +177,12 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
     }
   }
   a.peak_ns = a.op_start_ns[a.peak_op];
-  a.recomputable = RecomputableTensors(g);
+  // Without collectives every tensor may be recomputed: no per-tensor
+  // table to build, or to consult in every plan's prefetch assignment.
+  if (std::any_of(g.ops.begin(), g.ops.end(),
+                  [](const Op& op) { return op.collective.has_value(); })) {
+    a.recomputable = RecomputableTensors(g);
+  }
 
   // RecomputeCostNs under the keep-all plan, with no plan made for it (one
   // decision per tensor): only unsaved forward tensors are dropped. The

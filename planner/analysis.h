@@ -56,7 +56,8 @@ struct StepAnalysis {
   // ideal timeline: where a budget binds hardest.
   int32_t peak_op = kNone;
   int64_t peak_ns = 0;
-  // By tensor: whether a plan may recompute it (RecomputableTensors).
+  // By tensor: whether a plan may recompute it (RecomputableTensors); empty
+  // when the graph has no collective, where every tensor may be.
   std::vector<bool> recomputable;
 };
 
@@ -80,7 +81,8 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(
 std::vector<bool> RecomputableTensors(const Graph& g);
 
 // Keeps each tensor `plan` recomputes that `a` says cannot be: the plan
-// then lowers, and holds those bytes. Returns whether anything changed.
+// then lowers, and holds those bytes. Returns whether anything changed
+// (never, when a.recomputable is empty).
 bool KeepUnrecomputable(const StepAnalysis& a, Plan& plan);
 
 // Whether rebuilding something that reads t must rebuild t first: t is a

@@ -316,31 +316,30 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(
   // Compute tasks run one after another, so their events come in order;
   // so do collectives (a task of the schedule too, sim/simulator.h), on the
   // communication stream, in issue order: each stream's events are its
-  // tasks' in task order.
-  std::vector<const SimEvent*> on_compute, on_comm;
-  for (const SimEvent& e : events) {
-    if (e.stream == StreamId::kCompute) on_compute.push_back(&e);
-    if (e.stream == StreamId::kComm) on_comm.push_back(&e);
-  }
+  // tasks' in task order. One cursor per stream walks the events once.
   std::vector<int64_t> task_start, task_end;
   task_start.reserve(schedule.tasks.size());
   task_end.reserve(schedule.tasks.size());
-  size_t next_compute = 0, next_comm = 0;
+  size_t cursor[2] = {0, 0};  // compute, communication
+  const auto next_on = [&](StreamId stream, size_t& i) -> const SimEvent* {
+    while (i < events.size() && events[i].stream != stream) ++i;
+    return i < events.size() ? &events[i++] : nullptr;
+  };
   for (const Task& task : schedule.tasks) {
     const bool collective =
         !task.recompute && g.ops[task.op].collective.has_value();
-    std::vector<const SimEvent*>& stream = collective ? on_comm : on_compute;
-    size_t& next = collective ? next_comm : next_compute;
-    if (next == stream.size()) break;
-    task_start.push_back(stream[next]->start_ns);
-    task_end.push_back(stream[next]->end_ns);
-    ++next;
+    const SimEvent* e = collective ? next_on(StreamId::kComm, cursor[1])
+                                   : next_on(StreamId::kCompute, cursor[0]);
+    if (e == nullptr) break;
+    task_start.push_back(e->start_ns);
+    task_end.push_back(e->end_ns);
   }
   if (task_start.size() != schedule.tasks.size() ||
-      next_compute != on_compute.size() || next_comm != on_comm.size()) {
+      next_on(StreamId::kCompute, cursor[0]) != nullptr ||
+      next_on(StreamId::kComm, cursor[1]) != nullptr) {
     return absl::InternalError(absl::StrCat(
-        "replaying a feasible plan ran ", on_compute.size() + on_comm.size(),
-        " of its ", schedule.tasks.size(), " tasks"));
+        "replaying a feasible plan gave events that do not match its ",
+        schedule.tasks.size(), " tasks"));
   }
   DroppedStretches d;
   d.freed_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
