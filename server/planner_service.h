@@ -202,8 +202,10 @@ class PlannerService final : public RawPlannerService {
 };
 
 // absl and gRPC share status codes; DEADLINE_EXCEEDED replaces CANCELLED
-// when the call's deadline, or the server's time limit (`limit`, if past),
-// has passed.
+// when the call's deadline has passed or is less than half a second away (a
+// client's deadline timer cancels the call just before the server's copy of
+// the deadline passes), or when the server's time limit (`limit`) has
+// passed.
 grpc::Status ToGrpcStatus(const absl::Status& s,
                           const grpc::CallbackServerContext* ctx,
                           std::chrono::steady_clock::time_point limit =
