@@ -37,6 +37,10 @@ const FlagSpecs& StepFlags() {
        "workload override: parameters sharded over N ranks as PyTorch FSDP "
        "does it (per-layer all-gathers, gradient reduce-scatters; default 1; "
        "not with --dp)"},
+      {"tp", "N",
+       "workload override: each layer's matrices split over N ranks as "
+       "Megatron-LM's tensor parallelism does (all-reduces after attention "
+       "and MLP; default 1); with --dp or --fsdp, N times that many ranks"},
       {"hardware", "NAME|FILE",
        absl::StrCat("a catalog profile (", absl::StrJoin(HardwareNames(), ", "),
                     ") or a HardwareProfile file"),
@@ -126,6 +130,22 @@ absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags) {
     }
     ref.set_fully_sharded(static_cast<int32_t>(*fsdp));
   }
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> tp, flags.GetInt("tp"));
+  if (tp.has_value()) {
+    if (*tp < 1 || *tp > kMaxTensorParallel) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tp must be in [1, ", kMaxTensorParallel, "] ranks, got ", *tp));
+    }
+    ref.set_tensor_parallel(static_cast<int32_t>(*tp));
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> rank, flags.GetInt("rank"));
+  if (rank.has_value()) {
+    if (*rank < 0 || *rank >= kMaxCollectiveRanks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rank must be in [0, ", kMaxCollectiveRanks - 1, "], got ", *rank));
+    }
+    ref.set_rank(static_cast<int32_t>(*rank));
+  }
   ref.set_attention(flags.Get("attention").value_or(""));
   return ref;
 }
@@ -143,7 +163,7 @@ absl::StatusOr<GraphFrom> GraphFromFlags(const Flags& flags,
     return GraphFrom::kWorkload;
   }
   for (const char* name :
-       {"batch", "seq", "layers", "attention", "dp", "fsdp"}) {
+       {"batch", "seq", "layers", "attention", "dp", "fsdp", "tp"}) {
     if (flags.Has(name)) {
       return absl::InvalidArgumentError(std::string("--") + name +
                                         " applies to --workload, not --graph");

@@ -1,6 +1,6 @@
 // slackswap workload --workload NAME [--batch N --seq N --layers N
-//   --attention flash|unfused --dp N --fsdp N] --out FILE [--server HOST:PORT
-//   ...]
+//   --attention flash|unfused --dp N --fsdp N --tp N --rank R] --out FILE
+//   [--server HOST:PORT ...]
 #include <ostream>
 
 #include "absl/strings/str_format.h"
@@ -43,6 +43,10 @@ Command WorkloadCommand() {
   for (const FlagSpec& f : StepFlags()) {
     if (f.name != "graph" && f.name != "hardware") flags.push_back(f);
   }
+  flags.push_back({"rank", "R",
+                   "the rank whose step to write, when --tp is combined with "
+                   "--dp or --fsdp (their collectives' groups differ by "
+                   "rank; default 0)"});
   flags.push_back({"out", "FILE",
                    "where to write the OperatorGraph (.pb, .txtpb or .json)"});
   return {
@@ -53,7 +57,9 @@ Command WorkloadCommand() {
       .examples = {"slackswap workload --workload gpt2-xl --layers 2 --out "
                    "gpt2.json",
                    "slackswap workload --workload llama-7b --dp 8 --out "
-                   "llama-ddp8.pb"},
+                   "llama-ddp8.pb",
+                   "slackswap workload --workload llama-7b --tp 2 --dp 4 "
+                   "--rank 1 --out llama-tp2-dp4-rank1.pb"},
       .run = &RunWorkload,
   };
 }

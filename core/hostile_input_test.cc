@@ -287,6 +287,27 @@ TEST(HostileInputTest, HugeWorkloadOverridesAreRefused) {
   req.mutable_step()->mutable_workload()->set_data_parallel(2);
   Check(req, {absl::StatusCode::kInvalidArgument,
               "data_parallel (2) and fully_sharded (2) cannot both be > 1"});
+  req.mutable_step()->mutable_workload()->clear_fully_sharded();
+  for (int32_t ranks : {0, -3, 65}) {
+    req.mutable_step()->mutable_workload()->set_tensor_parallel(ranks);
+    Check(req, {absl::StatusCode::kInvalidArgument,
+                absl::StrCat("step.workload.tensor_parallel must be in [1, 64] "
+                             "ranks, got ",
+                             ranks)});
+  }
+  // 5 x 13 ranks: more than a collective's group may name.
+  req.mutable_step()->mutable_workload()->set_tensor_parallel(5);
+  req.mutable_step()->mutable_workload()->set_data_parallel(13);
+  Check(req, {absl::StatusCode::kInvalidArgument,
+              "tensor_parallel x data_parallel is 65 ranks; at most 64"});
+  req.mutable_step()->mutable_workload()->set_data_parallel(2);
+  for (int32_t rank : {-1, 10, 1 << 30}) {
+    req.mutable_step()->mutable_workload()->set_rank(rank);
+    Check(req, {absl::StatusCode::kInvalidArgument,
+                absl::StrCat("rank must be in [0, 10) (the layout's ranks), "
+                             "got ",
+                             rank)});
+  }
 }
 
 TEST(HostileInputTest, TooManyTimelinePointsOrSweepPoints) {

@@ -55,6 +55,16 @@ absl::StatusOr<WorkloadOverrides> ResolveOverrides(const v1::WorkloadRef& ref,
     }
     o.fully_sharded = ref.fully_sharded();
   }
+  if (ref.has_tensor_parallel()) {
+    if (ref.tensor_parallel() < 1 ||
+        ref.tensor_parallel() > kMaxTensorParallel) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".tensor_parallel must be in [1, ", kMaxTensorParallel,
+          "] ranks, got ", ref.tensor_parallel()));
+    }
+    o.tensor_parallel = ref.tensor_parallel();
+  }
+  if (ref.has_rank()) o.rank = ref.rank();
   if (!ref.attention().empty()) {
     absl::StatusOr<Attention> a = ParseAttention(ref.attention());
     if (!a.ok()) return InField(field + ".attention", a.status());
@@ -73,12 +83,13 @@ absl::Status NoneSet(const std::string& prefix, absl::string_view what) {
 
 }  // namespace
 
-absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
+namespace {
+
+absl::StatusOr<Graph> BuildWorkloadIn(const std::string& name,
+                                      const WorkloadOverrides& o,
                                       const std::string& field,
                                       const CoreLimits& limits) {
-  SLACKSWAP_ASSIGN_OR_RETURN(WorkloadOverrides o,
-                             ResolveOverrides(ref, field, limits));
-  absl::StatusOr<Graph> graph = BuildWorkload(ref.name(), o);
+  absl::StatusOr<Graph> graph = BuildWorkload(name, o);
   if (!graph.ok()) return InField(field, graph.status());
   if (static_cast<int64_t>(graph->ops.size()) > limits.max_graph_ops) {
     return absl::ResourceExhaustedError(
@@ -86,6 +97,16 @@ absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
                      " ops exceed the limit of ", limits.max_graph_ops));
   }
   return graph;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> ResolveWorkload(const v1::WorkloadRef& ref,
+                                      const std::string& field,
+                                      const CoreLimits& limits) {
+  SLACKSWAP_ASSIGN_OR_RETURN(WorkloadOverrides o,
+                             ResolveOverrides(ref, field, limits));
+  return BuildWorkloadIn(ref.name(), o, field, limits);
 }
 
 absl::Status CheckFraction(const std::string& field, double fraction) {
@@ -230,6 +251,42 @@ absl::Status RefuseNode(const v1::StepSpec& spec, absl::string_view rpc) {
       rpc, " plans one GPU: give step.hardware_name or step.hardware_inline"));
 }
 
+namespace {
+
+// The other ranks' graphs of a workload whose ranks differ (tensor
+// parallelism with data parallelism or sharding: their collectives'
+// groups), for ranks 1 to step.ranks - 1; rank 0's is the step's graph.
+absl::Status ResolveRankGraphs(const v1::WorkloadRef& ref,
+                               const CoreLimits& limits, const StopFn& stop,
+                               Step& step) {
+  const std::string field = "step.workload";
+  SLACKSWAP_ASSIGN_OR_RETURN(WorkloadOverrides o,
+                             ResolveOverrides(ref, field, limits));
+  absl::StatusOr<TransformerConfig> config = WorkloadConfig(ref.name(), o);
+  if (!config.ok()) return InField(field, config.status());
+  if (!RanksDiffer(*config)) return absl::OkStatus();
+  if (step.ranks > LayoutRanks(*config)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step.ranks: ", step.ranks, " ranks run a layout of ",
+        LayoutRanks(*config), " (tensor_parallel ", config->tensor_parallel,
+        " x ", config->fully_sharded > 1 ? "fully_sharded " : "data_parallel ",
+        std::max(config->data_parallel, config->fully_sharded), ")"));
+  }
+  step.rank_graphs.push_back(step.graph_holder);
+  for (int32_t r = 1; r < step.ranks; ++r) {
+    if (stop && stop()) {
+      return absl::CancelledError("building the ranks' steps stopped");
+    }
+    o.rank = r;
+    SLACKSWAP_ASSIGN_OR_RETURN(Graph g,
+                               BuildWorkloadIn(ref.name(), o, field, limits));
+    step.rank_graphs.push_back(std::make_shared<const Graph>(std::move(g)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
                                  const CoreLimits& limits, const StopFn& stop,
                                  GraphSource* graphs) {
@@ -272,10 +329,19 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
     step.hw = node.gpu;
     step.node = std::move(node);
   }
+  if (step.node.has_value() && spec.has_workload() &&
+      spec.workload().has_rank()) {
+    return absl::InvalidArgumentError(
+        "step.workload.rank: a step on a node builds every rank's step; "
+        "leave rank out");
+  }
   SLACKSWAP_ASSIGN_OR_RETURN(
       step.graph_holder, ResolveGraphOf(spec, "step.", limits, stop, graphs));
   if (!step.node.has_value()) {
     SLACKSWAP_ASSIGN_OR_RETURN(step.hw, ResolveHardwareOf(spec, "step."));
+  } else if (spec.has_workload()) {
+    SLACKSWAP_RETURN_IF_ERROR(
+        ResolveRankGraphs(spec.workload(), limits, stop, step));
   }
   return step;
 }

@@ -39,8 +39,17 @@ struct Step {
   // 0 to ranks - 1; StepSpec.ranks, or every GPU when it is 0).
   std::optional<Node> node;
   int32_t ranks = 0;
+  // On a node, when the ranks run different graphs (a workload combining
+  // tensor parallelism with data parallelism or sharding, whose ranks'
+  // collectives name different groups): rank r's graph, [0] the step's
+  // graph. Empty: every rank runs graph().
+  std::vector<std::shared_ptr<const Graph>> rank_graphs;
 
   const Graph& graph() const { return *graph_holder; }
+  const Graph& graph_of(int32_t rank) const {
+    return rank_graphs.empty() ? *graph_holder
+                               : *rank_graphs[static_cast<size_t>(rank)];
+  }
 };
 
 // `stop` is polled while an inline graph is converted. A graph named by

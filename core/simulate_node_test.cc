@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/admission.h"
 #include "core/planning_core.h"
@@ -13,7 +14,10 @@
 #include "gtest/gtest.h"
 #include "io/convert.h"
 #include "model/node.h"
+#include "model/plan.h"
 #include "model/workloads.h"
+#include "sim/node_simulator.h"
+#include "sim/schedule.h"
 
 namespace slackswap {
 namespace {
@@ -165,6 +169,80 @@ TEST(SimulateNodeTest, BadNodeRequestsNameTheField) {
   *req.mutable_step()->mutable_node_inline() = bad;
   EXPECT_THAT(error_of(req),
               StartsWith("step.node_inline.switches[2].gpus[1]: GPU 9"));
+}
+
+// Tensor x data parallel: the core builds each rank's graph (their
+// collectives' groups differ) and gives the node the same answer as running
+// those graphs on it directly.
+TEST(SimulateNodeTest, ATensorTimesDataParallelLayoutRunsEachRanksGraph) {
+  PlanningCore core(CoreLimits{});
+  v1::SimulateRequest req;
+  v1::WorkloadRef& w = *req.mutable_step()->mutable_workload();
+  w.set_name("llama-7b");
+  w.set_layers(2);
+  w.set_tensor_parallel(2);
+  w.set_data_parallel(4);
+  req.mutable_step()->set_node_name("dgx-a100-80gb");
+  absl::StatusOr<v1::SimulateResponse> resp = core.SimulateStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_TRUE(resp->node().feasible()) << resp->node().infeasible_reason();
+  ASSERT_EQ(resp->node().ranks_size(), 8);
+
+  const Node node = *FindNode("dgx-a100-80gb");
+  std::vector<Graph> graphs;
+  std::vector<OpDurations> durations;
+  std::vector<Schedule> schedules;
+  for (int32_t r = 0; r < 8; ++r) {
+    absl::StatusOr<Graph> g = BuildWorkload(
+        "llama-7b",
+        {.layers = 2, .data_parallel = 4, .tensor_parallel = 2, .rank = r});
+    ASSERT_TRUE(g.ok()) << g.status();
+    graphs.push_back(*std::move(g));
+  }
+  for (const Graph& g : graphs) {
+    durations.push_back(*ComputeDurations(g, node.gpu));
+    schedules.push_back(*LowerPlan(g, Plan::KeepAll(g), durations.back(), {}));
+  }
+  std::vector<RankStep> ranks;
+  for (int32_t r = 0; r < 8; ++r) {
+    ranks.push_back({.gpu = r,
+                     .graph = &graphs[r],
+                     .durations = &durations[r],
+                     .schedule = &schedules[r]});
+  }
+  SimOptions opts;
+  opts.device.enabled = true;
+  absl::StatusOr<NodeSimResult> direct = SimulateNode(node, ranks, opts);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ(resp->node().step_ns(), direct->step_ns);
+  for (int32_t r = 0; r < 8; ++r) {
+    EXPECT_EQ(resp->node().ranks(r).result().step_ns(),
+              direct->ranks[r].step_ns);
+  }
+
+  const auto error_of = [&](const v1::SimulateRequest& bad) {
+    return ErrorOf(core.SimulateStep(bad, {}).status(),
+                   absl::StatusCode::kInvalidArgument);
+  };
+  v1::SimulateRequest bad = req;
+  bad.mutable_step()->mutable_workload()->set_rank(3);
+  EXPECT_THAT(error_of(bad),
+              StartsWith("step.workload.rank: a step on a node builds every "
+                         "rank's step; leave rank out"));
+  bad = req;
+  bad.mutable_step()->mutable_workload()->set_data_parallel(2);
+  EXPECT_THAT(error_of(bad),
+              StartsWith("step.ranks: 8 ranks run a layout of 4 "
+                         "(tensor_parallel 2 x data_parallel 2)"));
+  bad = req;
+  bad.mutable_step()->mutable_workload()->set_tensor_parallel(3);
+  EXPECT_THAT(error_of(bad),
+              HasSubstr("step.workload: transformer llama-7b: "
+                        "tensor_parallel (3) must divide heads (32)"));
+  // Fewer ranks than the layout: rank 0's data-parallel group names rank 4.
+  bad = req;
+  bad.mutable_step()->set_ranks(4);
+  EXPECT_THAT(error_of(bad), HasSubstr("step.ranks: "));
 }
 
 TEST(SimulateNodeTest, PlanAndSweepRefuseANode) {

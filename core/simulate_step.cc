@@ -1,7 +1,8 @@
 // PlanningCore::SimulateStep: the Simulate RPC. A plan (or keeping every
 // activation) judged by the simulator with the whole device modelled: on
 // one GPU, or on the first `ranks` GPUs of a node, each rank running the
-// same graph and plan (data-parallel replicas) through SimulateNode.
+// same plan on its graph (the same graph, but for a layout whose ranks'
+// collectives name different groups) through SimulateNode.
 #include <utility>
 #include <vector>
 
@@ -42,7 +43,9 @@ size_t ReportedRank(const NodeSimResult& r) {
 }
 
 // The plan lowered once and run on ranks 0..step.ranks-1 of the node, the
-// rank's GPU its index.
+// rank's GPU its index. Ranks' graphs differ only in their collectives'
+// groups, which neither the op durations nor the lowering read: rank 0's
+// serve every rank.
 absl::Status SimulateOnNode(const Step& step, const slackswap::Plan& plan,
                             const SimOptions& opts,
                             v1::SimulateResponse* resp) {
@@ -59,7 +62,7 @@ absl::Status SimulateOnNode(const Step& step, const slackswap::Plan& plan,
   ranks.reserve(step.ranks);
   for (int32_t i = 0; i < step.ranks; ++i) {
     ranks.push_back({.gpu = i,
-                     .graph = &g,
+                     .graph = &step.graph_of(i),
                      .durations = &*durations,
                      .schedule = &*schedule});
   }

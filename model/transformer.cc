@@ -113,6 +113,12 @@ class Builder {
         d_(c.dtype_bytes),
         t_(c.batch * c.seq),
         h_(c.hidden),
+        tp_(c.tensor_parallel),
+        h_tp_(c.hidden / c.tensor_parallel),
+        heads_tp_(c.heads / c.tensor_parallel),
+        ffn_tp_(c.ffn / c.tensor_parallel),
+        vocab_tp_((c.vocab + c.tensor_parallel - 1) / c.tensor_parallel),
+        groups_(GroupsOf(c, c.rank)),
         names_(NamesFor(c)) {}
 
   absl::StatusOr<Graph> Build() {
@@ -131,6 +137,14 @@ class Builder {
     if (c_.fully_sharded > 1) {
       absl::StrAppend(&g_.description, ", fully sharded over ",
                       c_.fully_sharded, " ranks (FSDP)");
+    }
+    if (tp_ > 1) {
+      absl::StrAppend(&g_.description, ", tensor parallel over ", tp_,
+                      " ranks (Megatron)");
+    }
+    if (RanksDiffer(c_)) {
+      absl::StrAppend(&g_.description, ": rank ", c_.rank, " of ",
+                      LayoutRanks(c_));
     }
     int32_t x = Embeddings();
     for (int32_t l = 0; l < c_.layers; ++l) {
@@ -151,11 +165,21 @@ class Builder {
   }
 
  private:
+  // What a forward op's backward is: an op (most), nothing at all (a
+  // collective of statistics no gradient flows through), or the identity,
+  // its output's gradient passed on as its input's (a row-parallel
+  // projection's all-reduce).
+  enum class BackwardOf : uint8_t { kOp, kNone, kIdentity };
+
   struct Forward {
     int32_t op;
     std::vector<int32_t> saved;
     std::vector<int32_t> bwd_params;
     OpCost bwd_cost;
+    BackwardOf backward = BackwardOf::kOp;
+    // A column-parallel projection (tensor parallelism): the gradient its
+    // backward makes for its input is partial, and all-reduced after it.
+    bool reduce_input_grad = false;
   };
 
   // --- tensors -------------------------------------------------------------
@@ -323,6 +347,68 @@ class Builder {
     return y;
   }
 
+  // --- tensor parallelism (transformer.h) -----------------------------------
+
+  // Appends a collective (no cost: its time is the communication stream's,
+  // model/cost_model.cc) with no tensors yet; its index.
+  int32_t AppendCollective(std::string name, Phase phase, int32_t layer,
+                           CollectiveKind kind, int64_t bytes,
+                           const std::vector<int32_t>& group) {
+    const int32_t id = static_cast<int32_t>(g_.ops.size());
+    // Built in place: GCC's flow analysis takes moving an op whose tensor
+    // lists were never touched for a read of uninitialized memory.
+    Op& op = g_.ops.emplace_back();
+    op.name = text_.Add(name);
+    op.phase = phase;
+    op.layer = layer;
+    op.external_id = id;  // as Graph::AddOp numbers ops
+    Collective& c = op.collective.emplace();
+    c.kind = kind;
+    c.algorithm = CollectiveAlgorithm::kRing;
+    c.bytes = bytes;
+    c.group = group;
+    return id;
+  }
+
+  // A forward all-reduce over the tensor-parallel group, `tp.all_reduce.`
+  // and `name`.
+  void ForwardAllReduce(absl::string_view name, std::vector<int32_t> inputs,
+                        std::vector<int32_t> outputs, int64_t bytes,
+                        BackwardOf backward) {
+    const int32_t id = AppendCollective(
+        absl::StrCat("tp.all_reduce.", name), Phase::kForward, layer_,
+        CollectiveKind::kAllReduce, bytes, groups_.tensor_parallel);
+    g_.ops[id].inputs.assign(inputs.begin(), inputs.end());
+    g_.ops[id].outputs.assign(outputs.begin(), outputs.end());
+    Forward f;
+    f.op = id;
+    f.backward = backward;
+    fwd_.push_back(std::move(f));
+  }
+
+  // The [T, h] output `out` of the last emitted op, which wrote `partial`
+  // (its rank's partial sum): all-reduced when tensor parallel.
+  int32_t ReducePartial(int32_t partial, absl::string_view out) {
+    const int32_t y = Act(out, t_, h_);
+    ForwardAllReduce(g_.ops[fwd_.back().op].name.view(), {partial}, {y},
+                     g_.tensors[y].bytes, BackwardOf::kIdentity);
+    return y;
+  }
+  std::string PartialName(absl::string_view out) const {
+    return tp_ > 1 ? absl::StrCat(out, "_partial") : std::string(out);
+  }
+
+  // A row-parallel projection of `x` ([T, k] on each rank) to [T, h].
+  int32_t RowParallel(absl::string_view name, int32_t x, RecomputeClass cls,
+                      int64_t k, absl::string_view out) {
+    const int32_t y = Matmul(name, x, cls, t_, k, h_, {PartialName(out)})[0];
+    return tp_ > 1 ? ReducePartial(y, out) : y;
+  }
+  // Marks the last emitted op as column-parallel.
+  void ColumnParallel() {
+    if (tp_ > 1) fwd_.back().reduce_input_grad = true;
+  }
+
   // --- blocks --------------------------------------------------------------
 
   // Token (+ position unless RoPE, + token type for the encoder) lookups
@@ -341,13 +427,14 @@ class Builder {
                               TensorKind::kInput, false));
     }
     std::vector<int32_t> tables;
-    word_embeddings_ = Param("embeddings.word", c_.vocab, h_);
+    word_embeddings_ = Param("embeddings.word", vocab_tp_, h_);
     tables.push_back(word_embeddings_);
     if (!c_.rope) tables.push_back(Param("embeddings.position", c_.seq, h_));
     if (encoder) tables.push_back(Param("embeddings.token_type", 2, h_));
 
     const bool more = encoder || c_.dropout;
-    int32_t emb = Act(more ? (encoder ? "emb_sum" : "emb") : "x0", t_, h_);
+    const char* emb_name = more ? (encoder ? "emb_sum" : "emb") : "x0";
+    int32_t emb = Act(PartialName(emb_name), t_, h_);
     Costs cost;
     // The encoder's fused three-table sum is counted as one FLOP per looked-up
     // element (NVIDIA BERT), a decoder's as the adds between its lookups; the
@@ -363,6 +450,8 @@ class Builder {
     std::vector<Saved> saved;
     for (int32_t id : ids) saved.push_back({id, RecomputeClass::kTiny});
     Emit("embeddings", cost, ids, {emb}, tables, {}, saved);
+    // Each rank looks up its slice of the vocabulary (zeros elsewhere).
+    if (tp_ > 1) emb = ReducePartial(emb, emb_name);
 
     int32_t x = emb;
     if (encoder) {
@@ -379,13 +468,14 @@ class Builder {
   int32_t AttentionBlock(int32_t x) {
     const bool causal = c_.arch == Arch::kDecoderPreNorm;
     std::vector<int32_t> qkv =
-        Matmul("qkv_proj", x, RecomputeClass::kNormOutput, t_, h_, 3 * h_,
+        Matmul("qkv_proj", x, RecomputeClass::kNormOutput, t_, h_, 3 * h_tp_,
                {"q", "k", "v"});
+    ColumnParallel();
     int32_t q = qkv[0], k = qkv[1], v = qkv[2];
     if (c_.rope) {
-      int32_t q_r = Act("q_r", t_, h_);
-      int32_t k_r = Act("k_r", t_, h_);
-      const int64_t n = t_ * h_;
+      int32_t q_r = Act("q_r", t_, h_tp_);
+      int32_t k_r = Act("k_r", t_, h_tp_);
+      const int64_t n = t_ * h_tp_;
       Costs cost;
       cost.fwd_flops = kRopeFlopsPerElem * 2 * n;
       cost.bwd_flops = cost.fwd_flops;
@@ -396,14 +486,15 @@ class Builder {
       q = q_r;
       k = k_r;
     }
+    // This rank's heads: h/T of the hidden size.
     const double bssh =
-        static_cast<double>(c_.batch) * c_.seq * c_.seq * h_;  // b*s^2*h
-    const int64_t thd = t_ * h_ * d_;
+        static_cast<double>(c_.batch) * c_.seq * c_.seq * h_tp_;  // b*s^2*h
+    const int64_t thd = t_ * h_tp_ * d_;
     int32_t ctx;
     if (c_.attention == Attention::kFlash) {
-      int32_t o = Act("o", t_, h_);
-      int32_t lse = Aux("lse", c_.batch * c_.heads * c_.seq * kFp32Bytes,
-                        Shape({c_.batch, c_.heads, c_.seq}), "fp32");
+      int32_t o = Act("o", t_, h_tp_);
+      int32_t lse = Aux("lse", c_.batch * heads_tp_ * c_.seq * kFp32Bytes,
+                        Shape({c_.batch, heads_tp_, c_.seq}), "fp32");
       Costs cost;
       cost.kind = OpKind::kFlashAttention;
       // QK^T and PV: 2 * 2*b*s^2*h; a causal kernel skips half the tiles.
@@ -421,8 +512,8 @@ class Builder {
     } else {
       // Eager attention materialises [b, a, s, s] scores and probabilities
       // (the full square even when causal).
-      const int64_t s2_elems = c_.batch * c_.heads * c_.seq * c_.seq;
-      const std::string s2_shape = Shape({c_.batch, c_.heads, c_.seq, c_.seq});
+      const int64_t s2_elems = c_.batch * heads_tp_ * c_.seq * c_.seq;
+      const std::string s2_shape = Shape({c_.batch, heads_tp_, c_.seq, c_.seq});
       auto s2 = [&](absl::string_view name) {
         return NewTensor(name, s2_elems * d_, s2_shape, Dtype(d_),
                          TensorKind::kActivation, true);
@@ -458,28 +549,31 @@ class Builder {
       if (c_.dropout) {
         p = DropoutOp("attn_dropout", probs, s2("probs_d"), s2_elems, s2_shape);
       }
-      ctx = Act("ctx", t_, h_);
+      ctx = Act("ctx", t_, h_tp_);
       Emit("attn_context", bmm(), {p, v}, {ctx}, {}, {},
            {{p, RecomputeClass::kAttnS2}, {v, RecomputeClass::kGemmOutput}});
     }
-    return Matmul(names_.out_proj, ctx, RecomputeClass::kGemmInput, t_, h_, h_,
-                  {"attn_out"})[0];
+    return RowParallel(names_.out_proj, ctx, RecomputeClass::kGemmInput, h_tp_,
+                       "attn_out");
   }
 
   // The feed-forward block from the [T, h] input `x`.
   int32_t Mlp(int32_t x) {
-    const int64_t f = c_.ffn;
+    // This rank's hidden units: ffn/T.
+    const int64_t f = ffn_tp_;
     const int64_t n = t_ * f;
     if (c_.activation == Activation::kGelu) {
       int32_t u =
           Matmul("mlp_up", x, RecomputeClass::kNormOutput, t_, h_, f, {"u"})[0];
+      ColumnParallel();
       int32_t g = ElementwiseGelu("gelu", u, "g", t_, f);
-      return Matmul("mlp_down", g, RecomputeClass::kCheapElementwise, t_, f, h_,
-                    {"mlp_out"})[0];
+      return RowParallel("mlp_down", g, RecomputeClass::kCheapElementwise, f,
+                         "mlp_out");
     }
     std::vector<int32_t> gu =
         Matmul("gate_up_proj", x, RecomputeClass::kNormOutput, t_, h_, 2 * f,
                {"gate", "up"});
+    ColumnParallel();
     int32_t gate = gu[0], up = gu[1];
     int32_t silu_out = Act("silu_out", t_, f);
     Costs silu;
@@ -498,8 +592,8 @@ class Builder {
     Emit("swiglu_mul", mul, {silu_out, up}, {hmul}, {}, {},
          {{silu_out, RecomputeClass::kCheapElementwise},
           {up, RecomputeClass::kGemmOutput}});
-    return Matmul("down_proj", hmul, RecomputeClass::kCheapElementwise, t_, f,
-                  h_, {"mlp_out"})[0];
+    return RowParallel("down_proj", hmul, RecomputeClass::kCheapElementwise, f,
+                       "mlp_out");
   }
 
   int32_t ElementwiseGelu(absl::string_view name, int32_t x,
@@ -539,13 +633,24 @@ class Builder {
                        c_.norm == Norm::kRmsNorm ? "y" : "r2");
   }
 
-  // Softmax cross-entropy over [rows, V] logits, keeping the probabilities
-  // (in `probs_bytes` per element) for its backward.
+  // Softmax cross-entropy over [rows, V] logits (this rank's V/T of them),
+  // keeping the probabilities (in `probs_bytes` per element) for its
+  // backward.
   void Loss(absl::string_view name, int32_t logits,
             absl::string_view probs_name, int64_t rows, int64_t probs_bytes) {
-    const int64_t n = rows * c_.vocab;
+    const int64_t n = rows * vocab_tp_;
+    std::vector<int32_t> inputs = {logits};
+    if (tp_ > 1) {
+      // Per row: the max, the sum of exponentials and the target's logit.
+      const int64_t stats_bytes = 3 * rows * kFp32Bytes;
+      const int32_t stats = Aux(absl::StrCat(name, ".stats"), stats_bytes,
+                                Shape({3, rows}), "fp32");
+      ForwardAllReduce(absl::StrCat(prefix_, name, ".stats"), {logits}, {stats},
+                       stats_bytes, BackwardOf::kNone);
+      inputs.push_back(stats);
+    }
     int32_t loss = Aux("loss", kLossBytes, "[]", "fp32");
-    int32_t probs = Aux(probs_name, n * probs_bytes, Shape({rows, c_.vocab}),
+    int32_t probs = Aux(probs_name, n * probs_bytes, Shape({rows, vocab_tp_}),
                         Dtype(probs_bytes));
     Costs cost;
     cost.fwd_flops = kSoftmaxFwdFlops * n;
@@ -553,7 +658,7 @@ class Builder {
     cost.fwd_bytes = n * (d_ + probs_bytes);  // read logits, write probs
     // read probs and the incoming gradient, write dlogits
     cost.bwd_bytes = n * (probs_bytes + 2 * d_);
-    Emit(name, cost, {logits}, {loss, probs}, {}, {},
+    Emit(name, cost, inputs, {loss, probs}, {}, {},
          {{probs, RecomputeClass::kLoss}});
   }
 
@@ -563,7 +668,8 @@ class Builder {
     // GPT-2 ties the LM head to the word embeddings; Llama does not.
     int32_t weight = c_.norm == Norm::kLayerNorm ? word_embeddings_ : kNone;
     int32_t logits = Matmul("lm_head", yn, RecomputeClass::kNormOutput, t_, h_,
-                            c_.vocab, {"logits"}, weight)[0];
+                            vocab_tp_, {"logits"}, weight)[0];
+    ColumnParallel();
     Loss("cross_entropy", logits, "probs", t_, d_);
   }
 
@@ -593,7 +699,8 @@ class Builder {
     int32_t t3 = NormOp("mlm_layernorm", t2, "t3", m);
     // The MLM decoder is tied to the word embeddings.
     int32_t logits = Matmul("mlm_decoder", t3, RecomputeClass::kGemmInput, m,
-                            h_, c_.vocab, {"mlm_logits"}, word_embeddings_)[0];
+                            h_, vocab_tp_, {"mlm_logits"}, word_embeddings_)[0];
+    ColumnParallel();
     // The MLM loss runs in fp32 and keeps fp32 probabilities.
     Loss("mlm_loss", logits, "mlm_probs", m, kFp32Bytes);
 
@@ -623,6 +730,7 @@ class Builder {
     // Forward consumers per tensor (for gradient names).
     std::vector<int32_t> fwd_consumers(num_fwd_tensors, 0);
     for (const Forward& f : fwd_) {
+      if (f.backward == BackwardOf::kNone) continue;
       TensorIds in = g_.ops[f.op].inputs;
       std::sort(in.begin(), in.end());
       in.erase(std::unique(in.begin(), in.end()), in.end());
@@ -633,6 +741,11 @@ class Builder {
     const std::vector<std::vector<int32_t>> completes = GradientsCompleted();
     for (auto it = fwd_.rbegin(); it != fwd_.rend(); ++it) {
       const Op fwd = g_.ops[it->op];  // copy: AddOp may reallocate
+      if (it->backward == BackwardOf::kNone) continue;
+      if (it->backward == BackwardOf::kIdentity) {
+        grads[fwd.inputs[0]] = grads[fwd.outputs[0]];
+        continue;
+      }
       layer_ = fwd.layer;
       prefix_.clear();
       Op op;
@@ -666,10 +779,29 @@ class Builder {
         op.outputs.push_back(id);
       }
       g_.AddOp(std::move(op));
+      if (it->reduce_input_grad) {
+        for (int32_t in : seen) ReduceGradient(fwd, grads[in].back());
+      }
       const size_t i = static_cast<size_t>(fwd_.rend() - it) - 1;
       for (int32_t p : completes[i]) AddToBucket(p, fwd.layer);
     }
     layer_ = -1;
+  }
+
+  // After a column-parallel op's backward: its input's gradient `partial`
+  // all-reduced over the tensor-parallel group into a new gradient, which
+  // replaces it.
+  void ReduceGradient(const Op& fwd, int32_t& partial) {
+    Tensor reduced = g_.tensors[partial];
+    reduced.name = text_.Add(absl::StrCat(reduced.name.view(), ".reduced"));
+    const int32_t id = g_.AddTensor(std::move(reduced));
+    const int32_t op = AppendCollective(
+        absl::StrCat("tp.all_reduce.", fwd.name.view(), ".bwd"),
+        Phase::kBackward, fwd.layer, CollectiveKind::kAllReduce,
+        g_.tensors[id].bytes, groups_.tensor_parallel);
+    g_.ops[op].inputs.push_back(partial);
+    g_.ops[op].outputs.push_back(id);
+    partial = id;
   }
 
   // DDP's buckets (transformer.h): for each forward op (by its place in
@@ -700,21 +832,9 @@ class Builder {
     bucket_bytes_ += g_.tensors[p].bytes;
     --params_left_;
     if (bucket_bytes_ < kDdpBucketCapBytes && params_left_ > 0) return;
-    // Built in place: GCC's flow analysis takes moving an op whose tensor
-    // lists were never touched for a read of uninitialized memory.
-    const int32_t id = static_cast<int32_t>(g_.ops.size());
-    Op& op = g_.ops.emplace_back();
-    op.name = text_.Add(absl::StrCat("ddp.all_reduce.bucket", buckets_));
-    op.phase = Phase::kBackward;
-    op.layer = layer;
-    op.external_id = id;  // as Graph::AddOp numbers ops
-    // No cost: a collective takes no compute time (model/cost_model.cc);
-    // its time is the communication stream's, from its bytes and group.
-    Collective& c = op.collective.emplace();
-    c.kind = CollectiveKind::kAllReduce;
-    c.algorithm = CollectiveAlgorithm::kRing;
-    c.bytes = bucket_bytes_;
-    for (int32_t r = 0; r < c_.data_parallel; ++r) c.group.push_back(r);
+    AppendCollective(absl::StrCat("ddp.all_reduce.bucket", buckets_),
+                     Phase::kBackward, layer, CollectiveKind::kAllReduce,
+                     bucket_bytes_, groups_.data_parallel);
     ++buckets_;
     bucket_bytes_ = 0;
   }
@@ -839,23 +959,12 @@ class Builder {
     return AddRecipes(units);
   }
 
-  // Appends a collective over the unit's ranks, with no tensors yet; its
-  // index.
+  // Appends a collective over the rank's sharding group, with no tensors
+  // yet; its index.
   int32_t AddCollective(std::string name, Phase phase, int32_t layer,
                         CollectiveKind kind, int64_t bytes) {
-    const int32_t id = static_cast<int32_t>(g_.ops.size());
-    Op& op = g_.ops.emplace_back();
-    op.name = text_.Add(name);
-    op.phase = phase;
-    op.layer = layer;
-    op.external_id = id;
-    // No cost: a collective takes no compute time (model/cost_model.cc).
-    Collective& c = op.collective.emplace();
-    c.kind = kind;
-    c.algorithm = CollectiveAlgorithm::kRing;
-    c.bytes = bytes;
-    for (int32_t r = 0; r < c_.fully_sharded; ++r) c.group.push_back(r);
-    return id;
+    return AppendCollective(std::move(name), phase, layer, kind, bytes,
+                            groups_.data_parallel);
   }
 
   // The recipes of the activations whose producer read a unit's
@@ -917,6 +1026,14 @@ class Builder {
   const int64_t d_;
   const int64_t t_;
   const int64_t h_;
+  // Tensor parallelism (1: none): this rank's share of the hidden size,
+  // heads, MLP units and vocabulary.
+  const int64_t tp_;
+  const int64_t h_tp_;
+  const int64_t heads_tp_;
+  const int64_t ffn_tp_;
+  const int64_t vocab_tp_;
+  const LayoutGroups groups_;
   const Names names_;
   // The graph's names, packed; its dtypes and shapes, held once each.
   TextPool text_;
@@ -939,6 +1056,28 @@ absl::Status FieldError(const TransformerConfig& c, absl::string_view msg) {
 }
 
 }  // namespace
+
+int64_t LayoutRanks(const TransformerConfig& c) {
+  return int64_t{c.tensor_parallel} *
+         std::max(c.data_parallel, c.fully_sharded);
+}
+
+bool RanksDiffer(const TransformerConfig& c) {
+  return c.tensor_parallel > 1 &&
+         std::max(c.data_parallel, c.fully_sharded) > 1;
+}
+
+LayoutGroups GroupsOf(const TransformerConfig& c, int32_t rank) {
+  const int32_t tp = std::max(c.tensor_parallel, 1);
+  const int32_t dp = std::max({c.data_parallel, c.fully_sharded, 1});
+  LayoutGroups groups;
+  const int32_t first = rank / tp * tp;
+  for (int32_t i = 0; i < tp; ++i) groups.tensor_parallel.push_back(first + i);
+  for (int32_t i = 0; i < dp; ++i) {
+    groups.data_parallel.push_back(rank % tp + i * tp);
+  }
+  return groups;
+}
 
 absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
   struct Dim {
@@ -975,6 +1114,28 @@ absl::Status ValidateTransformerConfig(const TransformerConfig& c) {
                         ") and fully_sharded (", c.fully_sharded,
                         ") cannot both be > 1: hybrid sharding is not "
                         "generated"));
+  }
+  if (c.tensor_parallel < 1 || c.tensor_parallel > kMaxTensorParallel) {
+    return FieldError(
+        c, absl::StrCat("tensor_parallel must be in [1, ", kMaxTensorParallel,
+                        "] ranks, got ", c.tensor_parallel));
+  }
+  if (c.heads % c.tensor_parallel != 0 || c.ffn % c.tensor_parallel != 0) {
+    return FieldError(
+        c, absl::StrCat("tensor_parallel (", c.tensor_parallel,
+                        ") must divide heads (", c.heads, ") and ffn (", c.ffn,
+                        "): each rank holds as many heads and MLP units"));
+  }
+  if (LayoutRanks(c) > kMaxCollectiveRanks) {
+    return FieldError(
+        c, absl::StrCat("tensor_parallel x ",
+                        c.fully_sharded > 1 ? "fully_sharded" : "data_parallel",
+                        " is ", LayoutRanks(c), " ranks; at most ",
+                        kMaxCollectiveRanks));
+  }
+  if (c.rank < 0 || c.rank >= LayoutRanks(c)) {
+    return FieldError(c, absl::StrCat("rank must be in [0, ", LayoutRanks(c),
+                                      ") (the layout's ranks), got ", c.rank));
   }
   if (c.hidden % c.heads != 0) {
     return FieldError(

@@ -11,6 +11,11 @@
 //   c->data_parallel = 1;
 //   c->fully_sharded = 8;                 // FSDP: all-gathers and
 //   absl::StatusOr<Graph> fsdp = BuildTransformer(*c);  // reduce-scatters
+//   c->fully_sharded = 1;
+//   c->tensor_parallel = 2;               // Megatron TP over 2 ranks ...
+//   c->data_parallel = 4;                 // ... times DDP over 4
+//   c->rank = 3;                          // the graph of rank 3 of 8
+//   absl::StatusOr<Graph> tp = BuildTransformer(*c);
 #ifndef SLACKSWAP_MODEL_TRANSFORMER_H_
 #define SLACKSWAP_MODEL_TRANSFORMER_H_
 
@@ -59,7 +64,38 @@ struct TransformerConfig {
   // 1: not sharded. Not with data_parallel > 1 (hybrid sharding is not
   // generated).
   int32_t fully_sharded = 1;
+  // Ranks each layer's matrices are split over, as Megatron-LM's tensor
+  // parallelism does (below); in [1, kMaxTensorParallel], dividing heads
+  // and ffn. 1: not split. With data_parallel or fully_sharded > 1 the
+  // layout has tensor_parallel x that many ranks (LayoutRanks).
+  int32_t tensor_parallel = 1;
+  // The rank whose step is generated, in [0, LayoutRanks(config)): the
+  // ranks' steps differ only in their collectives' groups (LayoutGroups).
+  int32_t rank = 0;
 };
+
+// The most ranks a layer's matrices may be split over.
+inline constexpr int32_t kMaxTensorParallel = 64;
+
+// The ranks of the config's parallel layout: tensor_parallel x
+// data_parallel x fully_sharded (at most one of the last two is above 1).
+int64_t LayoutRanks(const TransformerConfig& c);
+
+// Whether the ranks of the layout run different graphs: their collectives'
+// groups differ when tensor parallelism is combined with data parallelism
+// or sharding. Otherwise rank 0's graph serves every rank.
+bool RanksDiffer(const TransformerConfig& c);
+
+// The groups of `rank` in the layout. Tensor parallelism is innermost, as
+// Megatron-LM lays it out (so that a tensor-parallel group shares the
+// fastest links): rank r is tensor-parallel rank r % T of group
+// {T*(r/T), ..., T*(r/T) + T-1}, and its data-parallel (or sharding) group
+// is {r % T, r % T + T, ..., r % T + (D-1)*T}.
+struct LayoutGroups {
+  std::vector<int32_t> tensor_parallel;
+  std::vector<int32_t> data_parallel;
+};
+LayoutGroups GroupsOf(const TransformerConfig& c, int32_t rank);
 
 // The most data-parallel ranks: a collective's largest group.
 inline constexpr int32_t kMaxDataParallel = kMaxCollectiveRanks;
@@ -147,6 +183,39 @@ inline constexpr int32_t kMaxFullyShardedRanks = kMaxCollectiveRanks;
 // embeddings and the LM or MLM head) belongs to the root unit, which holds
 // both of its readers: PyTorch FSDP puts a shared parameter in the unit
 // that wraps all its users, and the root's gathered parameters serve both.
+
+// Tensor parallelism (tensor_parallel = T > 1) follows Megatron-LM
+// (Shoeybi et al. 2019) without sequence parallelism. In each layer the
+// attention's q, k and v projection and the MLP's first projection are split
+// by column (each rank computes heads/T heads and ffn/T of the hidden
+// units, and holds 1/T of those weights), the attention output and the
+// MLP's second projection by row; the norms, residual adds and dropouts
+// after a row-parallel projection run on the full [tokens, hidden] tensor
+// on every rank. Collectives, each a ring all-reduce of tokens x hidden
+// activations over the rank's tensor-parallel group:
+//  - `tp.all_reduce.<op>` after each row-parallel projection (Megatron's
+//    g): it reads the projection's partial sum `<out>_partial` and writes
+//    the reduced `<out>`; its backward is the identity (no op);
+//  - `tp.all_reduce.<op>.bwd` after the backward of each column-parallel
+//    projection (Megatron's f): it reads the gradient of the projection's
+//    input, partial on each rank, and writes the reduced one that the
+//    norm's backward reads.
+// NCCL reduces in place; here the all-reduce writes a new tensor, so the
+// step holds one tokens x hidden tensor more while a reduction runs (26 MB
+// on gpt2-xl). The word embeddings are split by vocabulary (ceil(V/T) rows
+// per rank): the embedding lookup is followed by an all-reduce of its
+// output, and the LM or MLM head, tied to them, is column-parallel over
+// the vocabulary with a vocabulary-parallel cross-entropy whose three
+// all-reduces of per-token fp32 statistics (max, sum of exponentials, the
+// target's logit) are one collective, `tp.all_reduce.<loss>.stats`, that
+// the loss waits for. Data parallelism and sharding combine with it
+// (GroupsOf): DDP's buckets and FSDP's units hold each rank's 1/T slice of
+// the parameters and reduce, gather and scatter it over the rank's
+// data-parallel group. A collective's output cannot be recomputed
+// (sim/schedule.cc), so a residual-stream tensor made from one (the sum
+// after each row-parallel projection) is kept or swapped by every plan
+// (planner/analysis.h, RecomputableTensors), where Megatron's full
+// recomputation would run the collective again.
 
 // The most layers a generated step may have (its op count grows with them).
 inline constexpr int32_t kMaxTransformerLayers = 10'000;

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "model/graph.h"
 #include "model/workloads.h"
+#include "testing/graph_builder.h"
 #include "testing/reference.h"
 
 namespace slackswap {
@@ -624,14 +625,6 @@ std::string Dump(const Graph& g) {
   return out;
 }
 
-std::vector<int32_t> AllReduces(const Graph& g) {
-  std::vector<int32_t> ops;
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    if (g.ops[i].collective.has_value()) ops.push_back(static_cast<int32_t>(i));
-  }
-  return ops;
-}
-
 TEST(TransformerDataParallelTest, OneRankIsTheSingleGpuGraph) {
   for (const std::string& name : WorkloadNames()) {
     SCOPED_TRACE(name);
@@ -641,11 +634,11 @@ TEST(TransformerDataParallelTest, OneRankIsTheSingleGpuGraph) {
     absl::StatusOr<Graph> one = BuildTransformer(Small(name, 2, 1));
     ASSERT_TRUE(before.ok() && one.ok());
     EXPECT_EQ(Dump(*one), Dump(*before));
-    EXPECT_TRUE(AllReduces(*one).empty());
+    EXPECT_TRUE(testutil::CollectiveOps(*one).empty());
     // More ranks add the all-reduces and nothing else.
     absl::StatusOr<Graph> eight = BuildTransformer(Small(name, 2, 8));
     ASSERT_TRUE(eight.ok()) << eight.status();
-    EXPECT_FALSE(AllReduces(*eight).empty());
+    EXPECT_FALSE(testutil::CollectiveOps(*eight).empty());
     Graph stripped = *eight;
     stripped.ops.clear();
     for (Op o : eight->ops) {
@@ -719,7 +712,7 @@ TEST(TransformerDataParallelTest,
       for (const Tensor& t : g->tensors) {
         if (t.kind == TensorKind::kParameter) param_bytes += t.bytes;
       }
-      const std::vector<int32_t> ars = AllReduces(*g);
+      const std::vector<int32_t> ars = testutil::CollectiveOps(*g);
       const std::vector<ExpectedBucket> expected = ExpectedBuckets(*g);
       ASSERT_EQ(ars.size(), expected.size());
       int64_t bucket_bytes = 0;
@@ -759,8 +752,9 @@ TEST(TransformerDataParallelTest, WorkloadOverrideIsCheckedBeforeNarrowing) {
   o.data_parallel = 4;
   absl::StatusOr<Graph> g = BuildWorkload("llama-7b", o);
   ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_FALSE(AllReduces(*g).empty());
-  EXPECT_EQ(g->ops[AllReduces(*g)[0]].collective->group.size(), 4u);
+  ASSERT_FALSE(testutil::CollectiveOps(*g).empty());
+  EXPECT_EQ(g->ops[testutil::CollectiveOps(*g)[0]].collective->group.size(),
+            4u);
   for (int64_t bad : {int64_t{0}, int64_t{65}, (int64_t{1} << 32) + 2}) {
     o.data_parallel = bad;
     absl::StatusOr<Graph> refused = BuildWorkload("llama-7b", o);
@@ -829,7 +823,7 @@ TEST(TransformerFullyShardedTest, OneRankIsTheSingleGpuGraph) {
     absl::StatusOr<Graph> one = BuildTransformer(Sharded(name, 2, 1));
     ASSERT_TRUE(before.ok() && one.ok());
     EXPECT_EQ(Dump(*one), Dump(*before));
-    EXPECT_TRUE(AllReduces(*one).empty());
+    EXPECT_TRUE(testutil::CollectiveOps(*one).empty());
   }
 }
 
@@ -1029,7 +1023,8 @@ TEST(TransformerFullyShardedTest, RefusesBadRanksHybridAndPostNorm) {
   o.fully_sharded = 4;
   absl::StatusOr<Graph> g = BuildWorkload("llama-7b", o);
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->ops[AllReduces(*g)[0]].collective->group.size(), 4u);
+  EXPECT_EQ(g->ops[testutil::CollectiveOps(*g)[0]].collective->group.size(),
+            4u);
   for (int64_t bad : {int64_t{0}, int64_t{65}, (int64_t{1} << 32) + 2}) {
     o.fully_sharded = bad;
     absl::StatusOr<Graph> refused = BuildWorkload("llama-7b", o);

@@ -101,8 +101,8 @@ absl::StatusOr<TransformerConfig> FindWorkload(absl::string_view name) {
                    "; known: ", absl::StrJoin(WorkloadNames(), ", ")));
 }
 
-absl::StatusOr<Graph> BuildWorkload(absl::string_view name,
-                                    const WorkloadOverrides& overrides) {
+absl::StatusOr<TransformerConfig> WorkloadConfig(
+    absl::string_view name, const WorkloadOverrides& overrides) {
   SLACKSWAP_ASSIGN_OR_RETURN(TransformerConfig config, FindWorkload(name));
   if (overrides.layers.has_value()) {
     if (*overrides.layers <= 0 || *overrides.layers > kMaxTransformerLayers) {
@@ -134,6 +134,32 @@ absl::StatusOr<Graph> BuildWorkload(absl::string_view name,
     }
     config.fully_sharded = static_cast<int32_t>(*overrides.fully_sharded);
   }
+  if (overrides.tensor_parallel.has_value()) {
+    if (*overrides.tensor_parallel < 1 ||
+        *overrides.tensor_parallel > kMaxTensorParallel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor_parallel must be in [1, ", kMaxTensorParallel,
+                       "] ranks, got ", *overrides.tensor_parallel));
+    }
+    config.tensor_parallel = static_cast<int32_t>(*overrides.tensor_parallel);
+  }
+  if (overrides.rank.has_value()) {
+    // No layout has more ranks than a collective's group may name.
+    if (*overrides.rank < 0 || *overrides.rank >= kMaxCollectiveRanks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank must be in [0, ", LayoutRanks(config),
+                       ") (the layout's ranks), got ", *overrides.rank));
+    }
+    config.rank = static_cast<int32_t>(*overrides.rank);
+  }
+  SLACKSWAP_RETURN_IF_ERROR(ValidateTransformerConfig(config));
+  return config;
+}
+
+absl::StatusOr<Graph> BuildWorkload(absl::string_view name,
+                                    const WorkloadOverrides& overrides) {
+  SLACKSWAP_ASSIGN_OR_RETURN(TransformerConfig config,
+                             WorkloadConfig(name, overrides));
   return BuildTransformer(config);
 }
 

@@ -47,7 +47,16 @@ struct WorkloadOverrides {
   // Ranks the parameters are sharded over (TransformerConfig::
   // fully_sharded); in [1, kMaxFullyShardedRanks].
   std::optional<int64_t> fully_sharded;
+  // Ranks each layer's matrices are split over (TransformerConfig::
+  // tensor_parallel); in [1, kMaxTensorParallel].
+  std::optional<int64_t> tensor_parallel;
+  // The rank whose step is built (TransformerConfig::rank).
+  std::optional<int64_t> rank;
 };
+
+// The named workload's configuration with `overrides` applied, validated.
+absl::StatusOr<TransformerConfig> WorkloadConfig(
+    absl::string_view name, const WorkloadOverrides& overrides);
 
 // The named workload with `overrides` applied, generated and indexed.
 absl::StatusOr<Graph> BuildWorkload(absl::string_view name,

@@ -18,6 +18,7 @@
 #include "model/workloads.h"
 #include "sim/collective_model.h"
 #include "testing/graph_builder.h"
+#include "testing/lowered.h"
 
 namespace slackswap {
 namespace {
@@ -25,6 +26,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using testutil::GraphBuilder;
+using testutil::Lower;
+using testutil::Lowered;
 using testutil::TestLink;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -72,24 +75,6 @@ Plan MixedPlan(const Graph& g) {
     }
   }
   return plan;
-}
-
-struct Lowered {
-  Graph graph;
-  OpDurations durations;
-  Schedule schedule;
-};
-
-Lowered Lower(Graph g, const Hardware& hw, const Plan& plan) {
-  Lowered l;
-  l.graph = std::move(g);
-  absl::StatusOr<OpDurations> d = ComputeDurations(l.graph, hw);
-  EXPECT_TRUE(d.ok()) << d.status();
-  l.durations = *d;
-  absl::StatusOr<Schedule> s = LowerPlan(l.graph, plan, l.durations, {});
-  EXPECT_TRUE(s.ok()) << s.status();
-  l.schedule = *std::move(s);
-  return l;
 }
 
 // f (10 ns) writes x (1000 bytes), which its backward reads; all kept.

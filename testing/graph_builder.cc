@@ -58,4 +58,12 @@ Hardware TestLink(Duplex duplex) {
   return hw;
 }
 
+std::vector<int32_t> CollectiveOps(const Graph& g) {
+  std::vector<int32_t> ops;
+  for (size_t o = 0; o < g.ops.size(); ++o) {
+    if (g.ops[o].collective.has_value()) ops.push_back(static_cast<int32_t>(o));
+  }
+  return ops;
+}
+
 }  // namespace slackswap::testutil

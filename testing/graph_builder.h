@@ -34,6 +34,9 @@ class GraphBuilder {
   Graph g_;
 };
 
+// The indices of the graph's collective ops, in order.
+std::vector<int32_t> CollectiveOps(const Graph& g);
+
 // 1 byte/ns each way alone, 0.8 while both directions move, no latency,
 // full duplex, plenty of pinned memory.
 Hardware TestLink(Duplex duplex = Duplex::kFull);

@@ -786,6 +786,96 @@ TEST(FullyShardedTest, BadRanksHybridAndGraphAreRefused) {
   EXPECT_THAT(bert.err, HasSubstr("fully_sharded"));
 }
 
+// docs/workloads.md, "Tensor parallel (Megatron-LM)": rank 1's collectives
+// of a one-layer Llama in tensor parallel over 2 times data parallel over
+// 4, and the whole step in three layouts on the DGX.
+TEST(TensorParallelTest, WorkloadAndNodeStepsAreTheDocs) {
+  const std::string path = TempPath("tp.json");
+  Outcome w =
+      Slackswap({"workload", "--workload", "llama-7b", "--layers", "1", "--tp",
+                 "2", "--dp", "4", "--rank", "1", "--out", path});
+  ASSERT_EQ(w.code, 0) << w;
+  EXPECT_EQ(w.out, absl::StrCat("wrote ", path, ": 44 ops, 63 tensors\n"));
+  v1::OperatorGraph g;
+  ASSERT_TRUE(ReadProtoFile(path, &g).ok());
+  // (collective, the op before it, bytes, group)
+  using C = std::tuple<std::string, std::string, int64_t, std::string>;
+  std::vector<C> collectives;
+  for (int i = 1; i < g.ops_size(); ++i) {
+    const v1::Op& op = g.ops(i);
+    if (!op.has_collective()) continue;
+    EXPECT_EQ(op.collective().kind(), v1::COLLECTIVE_KIND_ALL_REDUCE);
+    EXPECT_EQ(op.collective().algorithm(), v1::COLLECTIVE_ALGORITHM_RING);
+    collectives.emplace_back(op.name(), g.ops(i - 1).name(),
+                             op.collective().bytes(),
+                             absl::StrJoin(op.collective().group(), ", "));
+  }
+  const std::string tp = "0, 1", dp = "1, 3, 5, 7";
+  EXPECT_THAT(
+      collectives,
+      ::testing::ElementsAre(
+          C{"tp.all_reduce.embeddings", "embeddings", 67'108'864, tp},
+          C{"tp.all_reduce.L0.o_proj", "L0.o_proj", 67'108'864, tp},
+          C{"tp.all_reduce.L0.down_proj", "L0.down_proj", 67'108'864, tp},
+          C{"tp.all_reduce.cross_entropy.stats", "lm_head", 98'304, tp},
+          C{"tp.all_reduce.lm_head.bwd", "lm_head.bwd", 67'108'864, tp},
+          C{"ddp.all_reduce.bucket0", "tp.all_reduce.lm_head.bwd", 131'072'000,
+            dp},
+          C{"ddp.all_reduce.bucket1", "L0.down_proj.bwd", 45'096'960, dp},
+          C{"tp.all_reduce.L0.gate_up_proj.bwd", "L0.gate_up_proj.bwd",
+            67'108'864, tp},
+          C{"ddp.all_reduce.bucket2", "tp.all_reduce.L0.gate_up_proj.bwd",
+            90'177'536, dp},
+          C{"tp.all_reduce.L0.qkv_proj.bwd", "L0.qkv_proj.bwd", 67'108'864, tp},
+          C{"ddp.all_reduce.bucket3", "tp.all_reduce.L0.qkv_proj.bwd",
+            67'117'056, dp},
+          C{"ddp.all_reduce.bucket4", "embeddings.bwd", 131'080'192, dp}));
+
+  struct Layout {
+    std::vector<std::string> flags;
+    std::string step, ideal, retained;
+  };
+  for (const Layout& layout :
+       {Layout{{"--dp", "8"}, "1569.770 ms", "1567.744 ms", "99.87%"},
+        Layout{
+            {"--tp", "2", "--dp", "4"}, "831.405 ms", "799.486 ms", "96.16%"},
+        Layout{{"--tp", "8"}, "281.520 ms", "223.293 ms", "79.32%"}}) {
+    std::vector<std::string> args = {"simulate", "--node", "dgx-a100-80gb",
+                                     "--workload", "llama-7b"};
+    args.insert(args.end(), layout.flags.begin(), layout.flags.end());
+    SCOPED_TRACE(absl::StrJoin(args, " "));
+    Outcome sim = Slackswap(args);
+    ASSERT_EQ(sim.code, 0) << sim;
+    EXPECT_THAT(sim.out,
+                HasSubstr(absl::StrCat("node dgx-a100-80gb, 8 ranks\n  step ",
+                                       layout.step, " (ideal ", layout.ideal,
+                                       "), ", layout.retained, " of ideal")));
+  }
+}
+
+TEST(TensorParallelTest, LayoutsThatDoNotSplitAreRefused) {
+  const std::string path = TempPath("tp_bad.json");
+  for (const char* bad : {"0", "65", "-1", "4294967298"}) {
+    ExpectOneLineError(
+        Slackswap(
+            {"workload", "--workload", "llama-7b", "--tp", bad, "--out", path}),
+        "INVALID_ARGUMENT",
+        absl::StrCat("--tp must be in [1, 64] ranks, got ", bad));
+  }
+  Outcome heads = Slackswap(
+      {"workload", "--workload", "gpt2-xl", "--tp", "2", "--out", path});
+  EXPECT_NE(heads.code, 0);
+  EXPECT_THAT(heads.err,
+              HasSubstr("tensor_parallel (2) must divide heads (25)"));
+  Outcome rank = Slackswap({"workload", "--workload", "llama-7b", "--tp", "2",
+                            "--dp", "4", "--rank", "8", "--out", path});
+  EXPECT_NE(rank.code, 0);
+  EXPECT_THAT(rank.err, HasSubstr("rank must be in [0, 8)"));
+  ExpectOneLineError(Slackswap({"simulate", "--graph", path, "--tp", "2"}),
+                     "INVALID_ARGUMENT",
+                     "--tp applies to --workload, not --graph");
+}
+
 // --- Outputs ----------------------------------------------------------------
 
 TEST(OutputTest, TraceIsJsonWithTraceEvents) {

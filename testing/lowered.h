@@ -1,0 +1,46 @@
+// Test-only: a graph with its op durations on a GPU and a plan lowered for
+// it, as SimulateSchedule and each of SimulateNode's ranks take them.
+// Header-only: a test that includes it links slackswap_sim itself, so the
+// testing library stays below the simulator.
+//
+//   const Lowered l = Lower(std::move(g), hw, Plan::KeepAll(g));
+//   SimulateSchedule(l.graph, hw, l.durations, l.schedule, opts);
+#ifndef SLACKSWAP_TESTING_LOWERED_H_
+#define SLACKSWAP_TESTING_LOWERED_H_
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "model/cost_model.h"
+#include "model/graph.h"
+#include "model/hardware.h"
+#include "model/plan.h"
+#include "sim/schedule.h"
+
+namespace slackswap::testutil {
+
+struct Lowered {
+  Graph graph;
+  OpDurations durations;
+  Schedule schedule;
+};
+
+// Fails the test (and returns what it has) if the durations or the
+// lowering fail.
+inline Lowered Lower(Graph g, const Hardware& hw, const Plan& plan) {
+  Lowered l;
+  l.graph = std::move(g);
+  absl::StatusOr<OpDurations> d = ComputeDurations(l.graph, hw);
+  EXPECT_TRUE(d.ok()) << d.status();
+  if (!d.ok()) return l;
+  l.durations = *std::move(d);
+  absl::StatusOr<Schedule> s = LowerPlan(l.graph, plan, l.durations, {});
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (s.ok()) l.schedule = *std::move(s);
+  return l;
+}
+
+}  // namespace slackswap::testutil
+
+#endif  // SLACKSWAP_TESTING_LOWERED_H_
