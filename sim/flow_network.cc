@@ -19,6 +19,22 @@ int32_t LinkDirIndex(const Hop& hop) {
   return 2 * hop.link + DirIndex(hop.dir);
 }
 
+// Ascending. A node's components are a few links and flows, mostly found
+// in order already, where std::sort's setup costs more than the sorting.
+void SortSmall(std::vector<int32_t>* out) {
+  std::vector<int32_t>& v = *out;
+  if (v.size() > 16) {
+    std::sort(v.begin(), v.end());
+    return;
+  }
+  for (size_t i = 1; i < v.size(); ++i) {
+    const int32_t x = v[i];
+    size_t j = i;
+    for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
+    v[j] = x;
+  }
+}
+
 }  // namespace
 
 int32_t FlowNetwork::AddLink(const LinkCapacity& capacity) {
@@ -26,6 +42,9 @@ int32_t FlowNetwork::AddLink(const LinkCapacity& capacity) {
   link_flows_.emplace_back();
   dir_flows_.push_back(0);
   dir_flows_.push_back(0);
+  link_seen_.push_back(false);
+  remaining_.resize(2 * links_.size(), 0);
+  unfrozen_.resize(2 * links_.size(), 0);
   return static_cast<int32_t>(links_.size()) - 1;
 }
 
@@ -64,10 +83,6 @@ void FlowNetwork::EndFlow(int32_t flow) {
   Recompute(-1, f.path);
 }
 
-double FlowNetwork::Rate(int32_t flow) const { return flows_[flow].rate; }
-
-absl::Span<const int32_t> FlowNetwork::Touched() const { return touched_; }
-
 int32_t FlowNetwork::num_links() const {
   return static_cast<int32_t>(links_.size());
 }
@@ -81,14 +96,33 @@ double FlowNetwork::Capacity(int32_t link, int32_t dir, bool both) const {
 }
 
 void FlowNetwork::Recompute(int32_t started, absl::Span<const Hop> seed) {
+  // Links that carry no flow but the started one (or none, after an end):
+  // the component is that flow alone (or nothing), on link-directions it
+  // has to itself, neither link slowed by the other direction. Its rate is
+  // FillRates' for a flow alone, without the search: half of the starts
+  // and ends of the node benchmarks' copies.
+  if (fast_paths_) {
+    const size_t own = started >= 0 ? 1 : 0;
+    bool alone = true;
+    for (const Hop& hop : seed) alone &= link_flows_[hop.link].size() == own;
+    if (alone) {
+      touched_.clear();
+      if (started < 0) return;
+      touched_.push_back(started);
+      double rate = kInfinity;
+      for (const Hop& hop : seed) {
+        rate = std::min(rate, Capacity(hop.link, DirIndex(hop.dir), false));
+      }
+      flows_[started].rate = rate;
+      return;
+    }
+  }
   FindComponent(started, seed);
   FillRates();
 }
 
 void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {
   // All false between calls: only what this search marks is reset.
-  link_seen_.resize(links_.size(), false);
-  flow_seen_.resize(flows_.size(), false);
   component_links_.clear();
   touched_.clear();
   auto visit_link = [this](int32_t link) {
@@ -97,7 +131,7 @@ void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {
     component_links_.push_back(link);
   };
   if (started >= 0) {
-    flow_seen_[started] = true;
+    flows_[started].seen = true;
     touched_.push_back(started);
   }
   for (const Hop& hop : seed) visit_link(hop.link);
@@ -106,34 +140,55 @@ void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {
   for (size_t i = 0; i < component_links_.size(); ++i) {
     const int32_t link = component_links_[i];
     for (int32_t id : link_flows_[link]) {
-      if (flow_seen_[id]) continue;
-      flow_seen_[id] = true;
+      Flow& f = flows_[id];
+      if (f.seen) continue;
+      f.seen = true;
       touched_.push_back(id);
-      for (const Hop& hop : flows_[id].path) visit_link(hop.link);
+      for (const Hop& hop : f.path) visit_link(hop.link);
     }
   }
   for (int32_t link : component_links_) link_seen_[link] = false;
-  for (int32_t id : touched_) flow_seen_[id] = false;
-  std::sort(component_links_.begin(), component_links_.end());
-  std::sort(touched_.begin(), touched_.end());
+  for (int32_t id : touched_) flows_[id].seen = false;
+  SortSmall(&component_links_);
+  SortSmall(&touched_);
 }
 
 void FlowNetwork::FillRates() {
-  frozen_.resize(flows_.size(), false);
-  remaining_.resize(2 * links_.size(), 0);
-  unfrozen_.resize(2 * links_.size(), 0);
+  for (int32_t link : component_links_) {
+    unfrozen_[2 * link] = dir_flows_[2 * link];
+    unfrozen_[2 * link + 1] = dir_flows_[2 * link + 1];
+  }
   for (int32_t id : touched_) {
-    // A flow that crosses no link is never limited.
-    const bool no_links = flows_[id].path.empty();
-    frozen_[id] = no_links;
-    flows_[id].rate = no_links ? kInfinity : 0;
+    Flow& f = flows_[id];
+    // A flow alone on every link-direction it crosses (one that crosses no
+    // link included) takes its rate without the filling: no other flow
+    // takes from those link-directions, so the filling would freeze it at
+    // the first of them it chooses, at its full capacity (c / 1 is exact),
+    // which is the smallest of them; and freezing it takes from no other
+    // flow's link-directions, so the others' rounds are the same without
+    // it.
+    bool alone = fast_paths_ || f.path.empty();
+    double rate = kInfinity;
+    for (const Hop& hop : f.path) {
+      if (!alone) break;
+      const int32_t ld = LinkDirIndex(hop);
+      if (dir_flows_[ld] != 1) {
+        alone = false;
+        break;
+      }
+      rate = std::min(
+          rate, Capacity(hop.link, DirIndex(hop.dir), dir_flows_[ld ^ 1] > 0));
+    }
+    f.frozen = alone;
+    f.rate = alone ? rate : 0;
+    if (!alone) continue;
+    for (const Hop& hop : f.path) --unfrozen_[LinkDirIndex(hop)];
   }
   // Ascending link-directions: the first smallest share wins a tie.
   candidates_.clear();
   for (int32_t link : component_links_) {
     for (int32_t dir = 0; dir < 2; ++dir) {
       const int32_t ld = 2 * link + dir;
-      unfrozen_[ld] = dir_flows_[ld];
       if (unfrozen_[ld] == 0) continue;
       const bool both = dir_flows_[2 * link + (1 - dir)] > 0;
       remaining_[ld] = Capacity(link, dir, both);
@@ -155,14 +210,14 @@ void FlowNetwork::FillRates() {
     const int32_t ld = candidates_[best];
     const int32_t link = ld / 2;
     for (int32_t id : link_flows_[link]) {
-      if (frozen_[id]) continue;
       Flow& f = flows_[id];
+      if (f.frozen) continue;
       bool crosses = false;
       for (const Hop& hop : f.path) {
         if (hop.link == link && LinkDirIndex(hop) == ld) crosses = true;
       }
       if (!crosses) continue;
-      frozen_[id] = true;
+      f.frozen = true;
       f.rate = best_share;
       for (const Hop& hop : f.path) {
         const int32_t other = LinkDirIndex(hop);

@@ -33,6 +33,12 @@
 // they stay the same doubles). docs/SIMULATOR.md ("Shared links: max-min
 // fairness") has a worked example.
 //
+// Two shortcuts give the filling's bits without running it: a flow alone
+// on every link-direction it crosses gets the smallest of their capacities
+// (what the filling would freeze it at, c / 1 being exact, and it takes
+// nothing from the others' link-directions), and a flow whose links carry
+// no other flow is its own component without a search.
+//
 // Deterministic bit for bit: fixed iteration orders, no hashing, no
 // threads. Networks are small (a node: ~100 links, a few hundred flows); a
 // recompute costs O(hops + links x flows of the component) and allocates
@@ -79,23 +85,31 @@ class FlowNetwork {
 
   // The flow's max-min fair rate among the active flows, in bytes per ns.
   // REQUIRES: `flow` is active.
-  double Rate(int32_t flow) const;
+  double Rate(int32_t flow) const { return flows_[flow].rate; }
 
   // The active flows whose rate may have changed with the last StartFlow or
   // EndFlow: those sharing a link (either direction) with the flow started
   // or ended, and those sharing a link with them, transitively; the started
   // flow itself included, the ended one not. Ascending ids. A caller
   // re-reads only these rates. Valid until the next StartFlow or EndFlow.
-  absl::Span<const int32_t> Touched() const;
+  absl::Span<const int32_t> Touched() const { return touched_; }
 
   int32_t num_links() const;
   int32_t num_active_flows() const;
+
+  // Every flow's rate from the progressive filling, none from the shortcut
+  // for a flow alone on its link-directions: the same rates, bit for bit,
+  // which tests check by running both.
+  void DisableFastPathsForTesting() { fast_paths_ = false; }
 
  private:
   struct Flow {
     std::vector<Hop> path;  // its capacity is kept when the id is reused
     double rate = 0;
     bool active = false;
+    // Scratch of FindComponent and FillRates: seen is false between calls.
+    bool seen = false;
+    bool frozen = false;
   };
 
   // Finds the component(s) reachable from `started` (a flow id, or -1) and
@@ -116,17 +130,16 @@ class FlowNetwork {
   // and end.
   std::vector<std::vector<int32_t>> link_flows_;
   std::vector<int32_t> dir_flows_;
-  // Scratch, kept for its capacity; the seen flags are all false between
-  // calls.
-  std::vector<bool> link_seen_;
-  std::vector<bool> flow_seen_;
+  // Scratch, sized as links are added and kept for its capacity; the seen
+  // flags are all false between calls.
+  std::vector<char> link_seen_;
   std::vector<int32_t> component_links_;  // ascending after FindComponent
   std::vector<int32_t> touched_;          // ascending
   // Progressive filling's state per link-direction of the component.
   std::vector<double> remaining_;
   std::vector<int32_t> unfrozen_;
   std::vector<int32_t> candidates_;  // link-directions with unfrozen flows
-  std::vector<bool> frozen_;         // by flow id
+  bool fast_paths_ = true;
 };
 
 }  // namespace slackswap

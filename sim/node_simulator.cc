@@ -470,6 +470,25 @@ absl::StatusOr<CollectiveOrder> OrderCollectives(
   absl::flat_hash_map<std::vector<int32_t>, int32_t> group_id;
   std::vector<std::vector<std::vector<int32_t>>> sequence;  // [group][rank]
   StopPoller poller(stop, 4096);
+  // Without any collective there is nothing to order: each distinct graph
+  // (the ranks often share one) is scanned once, not once per rank.
+  std::vector<const Graph*> scanned;
+  for (const RankStep& rank : ranks) {
+    if (order.any) break;
+    if (std::find(scanned.begin(), scanned.end(), rank.graph) !=
+        scanned.end()) {
+      continue;
+    }
+    scanned.push_back(rank.graph);
+    for (const Op& op : rank.graph->ops) {
+      if (poller.Stop()) return absl::CancelledError("node simulation stopped");
+      if (op.collective.has_value()) {
+        order.any = true;
+        break;
+      }
+    }
+  }
+  if (!order.any) return order;
   for (int32_t r = 0; r < n; ++r) {
     const Graph& g = *ranks[r].graph;
     for (int32_t op = 0; op < static_cast<int32_t>(g.ops.size()); ++op) {
@@ -621,6 +640,18 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
   // another rank's copies change how fast its copies move, not whether
   // anything can start).
   std::vector<bool> moved(runs.size(), true);
+  // A rank's stall is charged, and its clock moved, only when something of
+  // its own ends (or the loop does): until then what holds its compute back
+  // stays the same (another rank changes only its copies' rates), so one
+  // charge per stretch adds up to the nanoseconds of one per instant,
+  // without a pass over the ranks at every instant.
+  const auto catch_up = [&runs](int64_t at) {
+    for (const auto& run : runs) {
+      if (run->done()) continue;
+      run->AccountStall(at);
+      run->AdvanceTo(at);
+    }
+  };
   StopPoller poller(opts.should_stop, 1024);
   while (result.feasible) {
     if (poller.Stop()) {
@@ -631,20 +662,18 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
     // (they share no memory but pinned memory, which only the ends of
     // copies give back; a collective starts below): one pass reaches this
     // instant's fixed point.
-    bool all_done = true;
     for (size_t i = 0; i < runs.size() && result.feasible; ++i) {
-      RankRun& run = *runs[i];
-      all_done &= run.done();
       if (!moved[i]) continue;
       moved[i] = false;
-      run.StartWhatCan();
+      RankRun& run = *runs[i];
+      run.StartWhatCan();  // nothing, on a rank that is done
       if (!run.feasible()) {
         result.feasible = false;
         result.infeasible_reason = absl::StrCat(
             "rank ", i, " (GPU ", ranks[i].gpu, "): ", run.infeasible_reason());
       }
     }
-    if (!result.feasible || all_done) break;
+    if (!result.feasible) break;
     if (order.any) {
       for (int32_t r = 0; r < static_cast<int32_t>(runs.size()); ++r) {
         const int32_t op = ready_collective(r);
@@ -657,7 +686,14 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
     int64_t next = links.NextCollectiveEvent();
     for (const auto& run : runs) next = std::min(next, run->NextEvent());
     if (next == kNeverNs) {
+      // Nothing runs: every rank is done (the step ends), or they wait for
+      // each other.
+      if (std::all_of(runs.begin(), runs.end(),
+                      [](const auto& run) { return run->done(); })) {
+        break;
+      }
       result.feasible = false;
+      catch_up(now);
       auto [i, why] = DescribeNodeDeadlock(ranks, order, runs);
       runs[i]->Infeasible(why);
       result.infeasible_reason =
@@ -665,27 +701,20 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
       break;
     }
     if (next >= kTimeHorizonNs) return TimeHorizonError(next);
-    for (const auto& run : runs) {
-      if (!run->done()) run->AccountStall(next);
-    }
     now = next;
+    // A done rank's next event is never.
     for (size_t i = 0; i < runs.size(); ++i) {
-      RankRun& run = *runs[i];
-      if (run.done()) continue;
-      if (run.NextEvent() != now) {
-        run.AdvanceTo(now);
-        continue;
-      }
-      run.FinishAt(now);
-      moved[i] = true;
+      if (runs[i]->FinishIfDue(now)) moved[i] = true;
     }
     links.FinishCollectivesAt(now, [&](const std::vector<int32_t>& members) {
       for (int32_t m : members) {
+        runs[m]->AccountStall(now);
         runs[m]->FinishCommHead(now);
         moved[m] = true;
       }
     });
   }
+  catch_up(now);
 
   result.ranks.reserve(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) {

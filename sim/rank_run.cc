@@ -90,6 +90,13 @@ void RankRun::FinishCommHead(int64_t now) {
 
 void RankRun::FinishAt(int64_t now) { FinishAll(now); }
 
+bool RankRun::FinishIfDue(int64_t now) {
+  if (NextEvent() != now) return false;
+  ChargeStall(now);
+  FinishAll(now);
+  return true;
+}
+
 inline void RankRun::FinishAll(int64_t now) {
   now_ = now;
   if (copy_[kD2HStream].finish == now_) FinishCopy(kD2HStream);

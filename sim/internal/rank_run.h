@@ -139,6 +139,11 @@ class RankRun {
   void FinishAt(int64_t now);
   // Moves to `now`, when nothing of this rank ends then.
   void AdvanceTo(int64_t now) { now_ = now; }
+  // If the next event is at `now`: charges the stall since the last one
+  // (AccountStall), moves to `now` and ends what ends then (FinishAt), and
+  // says true. Else false, and nothing changes. One call where the node's
+  // loop asks every rank at every instant.
+  bool FinishIfDue(int64_t now);
   void Infeasible(std::string reason);
   std::string DescribeDeadlock() const;
   // The result, the step ending now. Call once, at the end.
