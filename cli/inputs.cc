@@ -282,4 +282,13 @@ std::string StepTitle(const v1::StepSpec& step) {
   return StepGraphName(step) + " on " + StepHardwareName(step);
 }
 
+absl::Status WriteSvg(const std::string& path, const std::string& svg) {
+  if (svg.empty()) {
+    return absl::FailedPreconditionError(
+        "the answer has no picture for --svg: no result to draw, or a "
+        "server that does not draw (an older slackswapd)");
+  }
+  return WriteFile(path, svg);
+}
+
 }  // namespace slackswap

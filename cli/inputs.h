@@ -158,6 +158,11 @@ std::string StepGraphName(const v1::StepSpec& step);
 std::string StepHardwareName(const v1::StepSpec& step);
 std::string StepTitle(const v1::StepSpec& step);
 
+// Writes a response's picture (PlanResponse.svg, SimulateResponse.svg) to
+// `path`. FAILED_PRECONDITION, writing nothing, when it is empty: a server
+// that ignored render_svg (one from before pictures), or no result to draw.
+absl::Status WriteSvg(const std::string& path, const std::string& svg);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_CLI_INPUTS_H_

@@ -1,7 +1,11 @@
 // slackswap plan (--workload NAME | --graph FILE) [--hardware NAME|FILE]
 //   --budget B|device[:HEADROOM] [--budget-all-memory]
 //   [--expandable-segments] [--policy NAME[,NAME...]|all] [--out PLAN_FILE]
-//   [--json] [--timeline-points N] [--reasons] [--server HOST:PORT ...]
+//   [--json] [--timeline-points N] [--reasons] [--svg FILE]
+//   [--server HOST:PORT ...]
+//
+// --svg draws the chosen policy's result (the fastest feasible one; the
+// fitting one with --budget device), rendered by the core (render_svg).
 #include <ostream>
 
 #include "cli/backend.h"
@@ -38,6 +42,7 @@ absl::Status RunPlan(const Flags& flags, std::ostream& out) {
   // Plans written to a file keep their reasons.
   req.set_include_reasons(flags.Has("reasons") || flags.Has("out") ||
                           flags.Has("json"));
+  req.set_render_svg(flags.Has("svg"));
 
   SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                              BackendFromFlags(flags));
@@ -45,6 +50,9 @@ absl::Status RunPlan(const Flags& flags, std::ostream& out) {
   if (flags.Has("out")) {
     SLACKSWAP_RETURN_IF_ERROR(
         WriteProtoFile(*flags.Get("out"), resp.report().results(0).plan()));
+  }
+  if (flags.Has("svg")) {
+    SLACKSWAP_RETURN_IF_ERROR(WriteSvg(*flags.Get("svg"), resp.svg()));
   }
   if (flags.Has("json")) {
     out << ToJson(resp.report());
@@ -80,7 +88,11 @@ Command PlanCommand() {
             {"out", "FILE", "write the plan of the one --policy to FILE"},
             {"json", "", "print the PlanReport as JSON"},
             TimelinePointsFlag(),
-            {"reasons", "", "print each decision's reason"}},
+            {"reasons", "", "print each decision's reason"},
+            {"svg", "FILE",
+             "draw the chosen policy's result (the fastest feasible one) as "
+             "an SVG picture in FILE: memory against the budget and the "
+             "device, the streams, the decisions"}},
            BoundFlags(),
            BackendFlags()}),
       .examples = {"slackswap plan --workload gpt2-xl --budget 0.5 --policy "
@@ -89,7 +101,9 @@ Command PlanCommand() {
                    "slackswap plan --workload llama-7b --hardware "
                    "a100-40gb-pcie4 --budget device:2GB",
                    "slackswap plan --workload bert-large --budget 0.3 --policy "
-                   "optimal,slackswap --include-bound"},
+                   "optimal,slackswap --include-bound",
+                   "slackswap plan --workload gpt2-xl --budget 0.3 --svg "
+                   "plan.svg"},
       .run = &RunPlan,
   };
 }

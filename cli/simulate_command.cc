@@ -1,6 +1,6 @@
 // slackswap simulate (--workload NAME | --graph FILE) [--hardware NAME|FILE]
 //   [--node NAME [--ranks N]] [--budget B] [--plan FILE] [--json]
-//   [--trace FILE] [--timeline-points N] [--budget-all-memory]
+//   [--trace FILE] [--svg FILE] [--timeline-points N] [--budget-all-memory]
 //   [--expandable-segments] [--server HOST:PORT ...]
 //
 // With --node the step runs on the node's first N GPUs (all by default),
@@ -65,6 +65,7 @@ absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
     req.set_timeline_points(MaxTimelinePoints());
   }
   req.set_include_events(flags.Has("trace"));
+  req.set_render_svg(flags.Has("svg"));
   req.set_budget_covers_all_memory(flags.Has("budget-all-memory"));
   req.mutable_allocator()->set_expandable_segments(
       flags.Has("expandable-segments"));
@@ -72,6 +73,10 @@ absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
   SLACKSWAP_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                              BackendFromFlags(flags));
   SLACKSWAP_ASSIGN_OR_RETURN(v1::SimulateResponse resp, backend->Simulate(req));
+  if (flags.Has("svg")) {
+    SLACKSWAP_RETURN_IF_ERROR(WriteSvg(*flags.Get("svg"), resp.svg()));
+    resp.clear_svg();  // the file has it; keep --json readable
+  }
   v1::SimulationResult& r = *resp.mutable_result();
   if (!flags.Has("node")) {
     const std::string title = StepTitle(req.step());
@@ -148,6 +153,10 @@ Command SimulateCommand() {
                    {"trace", "FILE",
                     "write a Chrome trace (Perfetto) to FILE (with --node, a "
                     "process per rank and a counter per shared link)"},
+                   {"svg", "FILE",
+                    "draw the step as an SVG picture in FILE: memory against "
+                    "the budget and the device, the streams, the decisions "
+                    "(with --node, a panel per rank and per shared link)"},
                    TimelinePointsFlag(),
                    BudgetAllMemoryFlag(),
                    ExpandableSegmentsFlag()},

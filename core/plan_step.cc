@@ -19,6 +19,7 @@
 #include "core/policy_round.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
+#include "io/svg_report.h"
 #include "planner/budget_search.h"
 #include "planner/version.h"
 
@@ -89,6 +90,8 @@ absl::StatusOr<PlanSpec> ResolvePlan(const v1::PlanRequest& req,
   SLACKSWAP_RETURN_IF_ERROR(CheckTimelinePoints(req.timeline_points(), limits));
   SLACKSWAP_RETURN_IF_ERROR(
       CheckEvents(req.include_events(), spec.step.graph(), limits));
+  SLACKSWAP_RETURN_IF_ERROR(
+      CheckEvents(req.render_svg(), spec.step.graph(), limits, "render_svg"));
   SLACKSWAP_ASSIGN_OR_RETURN(
       spec.optimal_time_limit_s,
       ResolveOptimalTimeLimit(req.has_optimal_time_limit_s(),
@@ -96,12 +99,14 @@ absl::StatusOr<PlanSpec> ResolvePlan(const v1::PlanRequest& req,
   return spec;
 }
 
-// What each policy's reported simulation records.
+// What each policy's reported simulation records: what the request asks
+// for, and with render_svg what the picture draws.
 SimOptions ReportOptions(const v1::PlanRequest& req, const PlanBudget& b) {
   SimOptions report;
-  report.timeline_points = req.timeline_points();
-  report.record_timeline = req.timeline_points() > 0;
-  report.record_events = req.include_events();
+  report.timeline_points =
+      RecordedTimelinePoints(req.timeline_points(), req.render_svg());
+  report.record_timeline = report.timeline_points > 0;
+  report.record_events = req.include_events() || req.render_svg();
   report.device.enabled = true;
   report.device.allocator.expandable_segments =
       req.allocator().expandable_segments();
@@ -286,6 +291,61 @@ void DescribeRequest(const PlanSpec& spec, v1::PlanReport& out) {
   out.set_budget_covers_all_memory(spec.budget.mode == BudgetMode::kAllMemory);
 }
 
+// The result a plan's picture draws: with a device budget, the policy that
+// fits (report.device); else the fastest feasible budgeted policy (the
+// first of equals); else the first budgeted policy with a result (drawn
+// infeasible, where it got stuck); else any result. Null when none has one.
+const v1::PolicyResult* PolicyToDraw(const v1::PlanReport& report) {
+  const v1::PolicyResult* fastest = nullptr;
+  const v1::PolicyResult* budgeted = nullptr;
+  const v1::PolicyResult* any = nullptr;
+  for (const v1::PolicyResult& p : report.results()) {
+    if (!p.has_result()) continue;
+    if (report.budget_device() && p.policy() == report.device().policy()) {
+      return &p;
+    }
+    if (any == nullptr) any = &p;
+    absl::StatusOr<const PolicyInfo*> info = FindPolicy(p.policy());
+    if (!info.ok() || (*info)->unbudgeted_reference) continue;
+    if (budgeted == nullptr) budgeted = &p;
+    if (p.result().feasible() &&
+        (fastest == nullptr || p.result().throughput_retained() >
+                                   fastest->result().throughput_retained())) {
+      fastest = &p;
+    }
+  }
+  return fastest != nullptr ? fastest : budgeted != nullptr ? budgeted : any;
+}
+
+// The picture of the chosen policy's result (response.svg), then each
+// result as the request asked for it (without the events and timeline
+// recorded only for the picture).
+void DrawAndTrim(const v1::PlanRequest& req, v1::PlanResponse& resp) {
+  v1::PlanReport& out = *resp.mutable_report();
+  if (req.render_svg()) {
+    if (const v1::PolicyResult* p = PolicyToDraw(out); p != nullptr) {
+      const int64_t budget = p->result().budget_bytes();
+      const std::string budget_text =
+          budget > 0
+              ? absl::StrFormat(
+                    "budget %s (%.2f of the activation peak%s)",
+                    FormatBytes(budget),
+                    Fraction(budget, out.unconstrained_peak_bytes()),
+                    out.budget_covers_all_memory() ? ", with transients" : "")
+              : std::string("no budget");
+      resp.set_svg(
+          SvgReport(p->result(),
+                    absl::StrCat(out.graph_name(), " on ", out.hardware_name(),
+                                 ": ", p->policy(), ", ", budget_text)));
+    }
+  }
+  for (v1::PolicyResult& p : *out.mutable_results()) {
+    if (!p.has_result()) continue;
+    DropUnaskedRecords(req.include_events(), req.timeline_points(),
+                       p.mutable_result());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
@@ -328,6 +388,7 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   if (req.include_bound()) {
     SLACKSWAP_RETURN_IF_ERROR(AddBound(ctx, round, spec.budget, out));
   }
+  DrawAndTrim(req, resp);
   resp.set_server_seconds(watch.Lap());
   resp.set_planner_version(PlannerVersion());
   return resp;

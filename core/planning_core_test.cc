@@ -11,6 +11,7 @@
 #include "core/request_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "io/svg_report.h"
 #include "model/hardware.h"
 #include "model/node.h"
 #include "model/workloads.h"
@@ -67,6 +68,51 @@ TEST(PlanningCoreTest, SameRequestSameAnswer) {
   EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
   EXPECT_LE(a.report().results(4).result().memory_timeline_size(), 50);
   EXPECT_FALSE(a.report().results(4).plan().decisions(0).reason().empty());
+}
+
+TEST(PlanningCoreTest, RenderSvgDrawsTheFastestFeasiblePolicyAndKeepsTheRest) {
+  PlanningCore core{CoreLimits{}};
+  v1::PlanRequest req = Gpt2Request();
+  req.set_render_svg(true);
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const v1::PlanReport& report = resp->report();
+  double best = 0;
+  std::string drawn;
+  for (const v1::PolicyResult& p : report.results()) {
+    // Recorded for the picture only: the response has neither.
+    EXPECT_EQ(p.result().events_size(), 0) << p.policy();
+    EXPECT_EQ(p.result().memory_timeline_size(), 0) << p.policy();
+    if (p.policy() != "ideal" && p.result().feasible() &&
+        p.result().throughput_retained() > best) {
+      best = p.result().throughput_retained();
+      drawn = p.policy();
+    }
+  }
+  EXPECT_THAT(resp->svg(), HasSubstr("<svg"));
+  EXPECT_THAT(resp->svg(),
+              HasSubstr(absl::StrCat("gpt2-xl on a100-80gb-pcie4: ", drawn,
+                                     ", budget")));
+  EXPECT_LE(resp->svg().size(), kMaxSvgBytes);
+  // Without it, no picture; with events asked for too, they stay.
+  req.set_render_svg(false);
+  EXPECT_TRUE(core.PlanStep(req, {})->svg().empty());
+  req.set_render_svg(true);
+  req.set_include_events(true);
+  resp = core.PlanStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_GT(resp->report().results(0).result().events_size(), 0);
+}
+
+TEST(PlanningCoreTest, RenderSvgOfATooLargeGraphNamesTheField) {
+  CoreLimits limits;
+  limits.max_event_ops = 10;
+  PlanningCore core{limits};
+  v1::PlanRequest req = Gpt2Request();
+  req.set_render_svg(true);
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kResourceExhausted),
+              HasSubstr("render_svg"));
 }
 
 TEST(PlanningCoreTest, ErrorsNameTheField) {

@@ -415,14 +415,24 @@ absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits) {
 }
 
 absl::Status CheckEvents(bool include_events, const Graph& g,
-                         const CoreLimits& limits) {
+                         const CoreLimits& limits, absl::string_view field) {
   if (include_events &&
       static_cast<int64_t>(g.ops.size()) > limits.max_event_ops) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "include_events: the graph has ", g.ops.size(),
+        field, ": the graph has ", g.ops.size(),
         " ops; events are served for at most ", limits.max_event_ops));
   }
   return absl::OkStatus();
+}
+
+int32_t RecordedTimelinePoints(int32_t requested, bool render_svg) {
+  return render_svg && requested == 0 ? kSvgTimelinePoints : requested;
+}
+
+void DropUnaskedRecords(bool include_events, int32_t timeline_points,
+                        v1::SimulationResult* r) {
+  if (!include_events) r->clear_events();
+  if (timeline_points == 0) r->clear_memory_timeline();
 }
 
 }  // namespace slackswap

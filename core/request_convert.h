@@ -152,9 +152,22 @@ absl::StatusOr<std::vector<const PolicyInfo*>> ResolvePolicies(
 
 absl::Status CheckTimelinePoints(int32_t points, const CoreLimits& limits);
 
-// Events grow with the graph: RESOURCE_EXHAUSTED above limits.max_event_ops.
+// Events grow with the graph: RESOURCE_EXHAUSTED above limits.max_event_ops,
+// naming `field` (the request field that asks for them).
 absl::Status CheckEvents(bool include_events, const Graph& g,
-                         const CoreLimits& limits);
+                         const CoreLimits& limits,
+                         absl::string_view field = "include_events");
+
+// The timeline points a simulation records: the request's, or, for a
+// picture (render_svg) of a request that asks for none, enough for the
+// picture's pixel columns.
+inline constexpr int32_t kSvgTimelinePoints = 2'000;
+int32_t RecordedTimelinePoints(int32_t requested, bool render_svg);
+
+// A result recorded for a picture as the response gives it: its events
+// only with include_events, its timeline only with timeline_points.
+void DropUnaskedRecords(bool include_events, int32_t timeline_points,
+                        v1::SimulationResult* r);
 
 // The optimal policy's time limit: `seconds` when set, in (0, 600], else
 // the default (2 s).

@@ -23,6 +23,7 @@ namespace slackswap {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 v1::SimulateRequest NodeRequest(int32_t ranks, int64_t layers = 2) {
@@ -132,6 +133,23 @@ TEST(SimulateNodeTest, ARankThatCannotRunMakesTheStepInfeasibleNamingIt) {
   EXPECT_FALSE(resp->result().feasible());
   EXPECT_EQ(resp->result().infeasible_reason(),
             resp->node().infeasible_reason());
+}
+
+TEST(SimulateNodeTest, RenderSvgDrawsEveryRankAndTheLinks) {
+  PlanningCore core{CoreLimits{}};
+  v1::SimulateRequest req = NodeRequest(2);
+  req.set_render_svg(true);
+  absl::StatusOr<v1::SimulateResponse> resp = core.SimulateStep(req, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_THAT(resp->svg(), HasSubstr("gpt2-xl on dgx-a100-80gb"));
+  EXPECT_THAT(resp->svg(), HasSubstr("id=\"r1-memory\""));
+  EXPECT_THAT(resp->svg(), Not(HasSubstr("id=\"r2-memory\"")));
+  // Events and timelines were recorded for the picture, not returned.
+  EXPECT_EQ(resp->result().events_size(), 0);
+  for (const v1::RankResult& rank : resp->node().ranks()) {
+    EXPECT_EQ(rank.result().events_size(), 0);
+    EXPECT_EQ(rank.result().memory_timeline_size(), 0);
+  }
 }
 
 TEST(SimulateNodeTest, BadNodeRequestsNameTheField) {

@@ -14,6 +14,7 @@
 #include "core/policy_round.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
+#include "io/svg_report.h"
 #include "model/cost_model.h"
 #include "planner/version.h"
 #include "sim/node_simulator.h"
@@ -83,6 +84,28 @@ absl::Status SimulateOnNode(const Step& step, const slackswap::Plan& plan,
   return absl::OkStatus();
 }
 
+// The picture of the step (response.svg), then the results as the request
+// asked for them (without the events and timeline recorded only for the
+// picture).
+void DrawAndTrim(const v1::SimulateRequest& req, const Step& step,
+                 v1::SimulateResponse& resp) {
+  if (req.render_svg()) {
+    const std::string graph = step.graph().name;
+    resp.set_svg(step.node.has_value()
+                     ? SvgNodeReport(resp.node(), absl::StrCat(graph, " on ",
+                                                               step.node->name))
+                     : SvgReport(resp.result(),
+                                 absl::StrCat(graph, " on ", step.hw.name)));
+  }
+  DropUnaskedRecords(req.include_events(), req.timeline_points(),
+                     resp.mutable_result());
+  if (!resp.has_node()) return;
+  for (v1::RankResult& rank : *resp.mutable_node()->mutable_ranks()) {
+    DropUnaskedRecords(req.include_events(), req.timeline_points(),
+                       rank.mutable_result());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
@@ -94,6 +117,8 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
       CheckTimelinePoints(req.timeline_points(), limits_));
   const Graph& g = step.graph();
   SLACKSWAP_RETURN_IF_ERROR(CheckEvents(req.include_events(), g, limits_));
+  SLACKSWAP_RETURN_IF_ERROR(
+      CheckEvents(req.render_svg(), g, limits_, "render_svg"));
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
       g, req, SimulateWork(step.node.has_value() ? step.ranks : 1)));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
@@ -114,9 +139,12 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
     opts.budget_bytes = plan.budget_bytes;
   }
   opts.budget_covers_all = req.budget_covers_all_memory();
-  opts.timeline_points = req.timeline_points();
-  opts.record_timeline = req.timeline_points() > 0;
-  opts.record_events = req.include_events();
+  // The picture needs events and a timeline whether or not the response
+  // carries them.
+  opts.timeline_points =
+      RecordedTimelinePoints(req.timeline_points(), req.render_svg());
+  opts.record_timeline = opts.timeline_points > 0;
+  opts.record_events = req.include_events() || req.render_svg();
   opts.should_stop = stop;
   opts.max_recompute_tasks = limits_.max_recompute_tasks;
   opts.device.enabled = true;
@@ -130,6 +158,7 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
     if (!r.ok()) return InField("plan", r.status());
     *resp.mutable_result() = ResultToProto(*r, g);
   }
+  DrawAndTrim(req, step, resp);
   resp.set_server_seconds(watch.Lap());
   resp.set_planner_version(PlannerVersion());
   return resp;

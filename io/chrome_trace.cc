@@ -1,16 +1,15 @@
 #include "io/chrome_trace.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "common/json_quote.h"
+#include "io/link_load.h"
 
 namespace slackswap {
 namespace {
@@ -92,45 +91,13 @@ void AppendProcess(int pid, const std::string& name,
   }
 }
 
-// A link's host copies in flight: each rank's copies on its D2H and H2D
-// streams, +bytes at their start and -bytes at their end.
-struct Change {
-  int64_t time_ns;
-  int64_t h2d;
-  int64_t d2h;
-};
-
 void AppendLinkCounter(int pid, const v1::LinkUsage& link,
                        const v1::NodeSimulation& n, std::string* out) {
-  std::vector<Change> changes;
-  for (int32_t rank : link.ranks()) {
-    if (rank < 0 || rank >= n.ranks_size()) continue;
-    for (const v1::StreamEvent& e : n.ranks(rank).result().events()) {
-      const bool h2d = e.stream() == v1::STREAM_H2D;
-      if (!h2d && e.stream() != v1::STREAM_D2H) continue;
-      const int64_t b = e.bytes();
-      changes.push_back({e.start_ns(), h2d ? b : 0, h2d ? 0 : b});
-      changes.push_back({e.end_ns(), h2d ? -b : 0, h2d ? 0 : -b});
-    }
-  }
-  std::stable_sort(
-      changes.begin(), changes.end(),
-      [](const Change& a, const Change& b) { return a.time_ns < b.time_ns; });
-  int64_t h2d = 0;
-  int64_t d2h = 0;
-  for (size_t i = 0; i < changes.size(); ++i) {
-    h2d += changes[i].h2d;
-    d2h += changes[i].d2h;
-    // One sample per instant, after every change at it.
-    if (i + 1 < changes.size() &&
-        changes[i + 1].time_ns == changes[i].time_ns) {
-      continue;
-    }
+  for (const LinkLoadSample& s : LinkBytesInFlight(link, n)) {
     absl::StrAppend(out, ",\n{\"name\":", JsonQuote(link.name()),
-                    ",\"ph\":\"C\",\"pid\":", pid,
-                    ",\"ts\":", Us(changes[i].time_ns),
-                    ",\"args\":{\"h2d_bytes_in_flight\":", h2d,
-                    ",\"d2h_bytes_in_flight\":", d2h, "}}");
+                    ",\"ph\":\"C\",\"pid\":", pid, ",\"ts\":", Us(s.time_ns),
+                    ",\"args\":{\"h2d_bytes_in_flight\":", s.h2d_bytes,
+                    ",\"d2h_bytes_in_flight\":", s.d2h_bytes, "}}");
   }
 }
 

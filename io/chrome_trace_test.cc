@@ -7,6 +7,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "testing/stream_events.h"
 
 namespace slackswap {
 namespace {
@@ -17,12 +18,7 @@ TEST(ChromeTraceTest, IsValidJsonWithStreamsAndMemory) {
   v1::SimulationResult r;
   auto add = [&](v1::Stream s, v1::EventKind k, const char* name, int64_t start,
                  int64_t end) {
-    v1::StreamEvent* e = r.add_events();
-    e->set_stream(s);
-    e->set_kind(k);
-    e->set_name(name);
-    e->set_start_ns(start);
-    e->set_end_ns(end);
+    testutil::AddStreamEvent(r, s, k, name, start, end);
   };
   add(v1::STREAM_COMPUTE, v1::EVENT_KIND_OP, "f", 0, 1500);
   add(v1::STREAM_D2H, v1::EVENT_KIND_SWAP_OUT, "a \"quoted\"", 1500, 2500);
@@ -67,13 +63,9 @@ TEST(ChromeTraceTest, ANodeHasAProcessPerRankAndLinksCountBytesInFlight) {
     v1::RankResult* rank = n.add_ranks();
     rank->set_rank(i);
     rank->set_gpu(i);
-    v1::StreamEvent* e = rank->mutable_result()->add_events();
-    e->set_stream(v1::STREAM_D2H);
-    e->set_kind(v1::EVENT_KIND_SWAP_OUT);
-    e->set_name("a");
-    e->set_start_ns(i * 500);
-    e->set_end_ns(1000 + i * 500);
-    e->set_bytes(i == 0 ? 100 : 50);
+    testutil::AddStreamEvent(*rank->mutable_result(), v1::STREAM_D2H,
+                             v1::EVENT_KIND_SWAP_OUT, "a", i * 500,
+                             1000 + i * 500, i == 0 ? 100 : 50);
   }
   v1::LinkUsage* uplink = n.add_links();
   uplink->set_name("switch s uplink");

@@ -9,7 +9,8 @@
 #   bash scripts/setup.sh test     # scripts/test.sh (the default): adds
 #                                  #   GoogleTest, Google Benchmark, Python
 #                                  #   gRPC, Prometheus, openssl, PyTorch,
-#                                  #   kubectl and two pinned npm tools
+#                                  #   Chromium, kubectl and two pinned npm
+#                                  #   tools
 #   bash scripts/setup.sh extras   # fuzzing (clang, libFuzzer), profiling
 #                                  #   (perf) and the fresh-machine check
 #                                  #   (debootstrap)
@@ -36,6 +37,8 @@ test_packages=(
   # setuptools and wheel build the python/ package in its test.
   python3-torch python3-torchvision python3-pip python3-setuptools
   python3-wheel
+  # Renders the SVG pictures (--svg) headless in tests/svg_render_test.py.
+  chromium
 )
 extras_packages=(
   # Fuzzing (libFuzzer) with sanitizers.

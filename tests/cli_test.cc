@@ -878,6 +878,27 @@ TEST(TensorParallelTest, LayoutsThatDoNotSplitAreRefused) {
 
 // --- Outputs ----------------------------------------------------------------
 
+TEST(OutputTest, PlanAndSimulateDrawAnSvg) {
+  const std::string plan_svg = TempPath("plan.svg");
+  Outcome p =
+      Slackswap({"plan", "--workload", "gpt2-xl", "--layers", "2", "--budget",
+                 "0.5", "--policy", "swap_only,slackswap", "--svg", plan_svg});
+  ASSERT_EQ(p.code, 0) << p;
+  EXPECT_THAT(p.out, HasSubstr("slackswap"));  // the table is still printed
+  const std::string plan_picture = ReadAll(plan_svg);
+  EXPECT_THAT(plan_picture, HasSubstr("<?xml version=\"1.0\""));
+  EXPECT_THAT(plan_picture, HasSubstr("id=\"r0-memory-budget\""));
+  EXPECT_THAT(plan_picture, HasSubstr("id=\"r0-lane-h2d\""));
+  EXPECT_THAT(plan_picture, Not(HasSubstr("<script")));
+  const std::string sim_svg = TempPath("simulate.svg");
+  Outcome s = Slackswap(
+      {"simulate", "--workload", "gpt2-xl", "--layers", "2", "--svg", sim_svg});
+  ASSERT_EQ(s.code, 0) << s;
+  EXPECT_THAT(ReadAll(sim_svg),
+              HasSubstr("<title>gpt2-xl on a100-80gb-pcie4</title>"));
+  EXPECT_THAT(ReadAll(sim_svg), Not(HasSubstr("id=\"r0-memory-budget\"")));
+}
+
 TEST(OutputTest, TraceIsJsonWithTraceEvents) {
   const std::string trace = TempPath("t.json");
   Outcome o = Slackswap(
@@ -1318,6 +1339,21 @@ TEST(NodeTest, TheTraceHasAProcessPerRankAndACounterPerLink) {
   EXPECT_EQ(counters.size(), 4u);
   EXPECT_GT(counters["GPU 0 link"], 0);
   EXPECT_GT(counters["socket socket-0 memory"], 0);
+}
+
+TEST(NodeTest, TheSvgHasAPanelPerRankAndPerLinkCarryingCopies) {
+  const std::string svg = TempPath("node.svg");
+  Outcome o = Slackswap(NodeArgs({"--ranks", "2", "--svg", svg, "--json"}));
+  ASSERT_EQ(o.code, 0) << o;
+  const std::string picture = ReadAll(svg);
+  EXPECT_THAT(picture, HasSubstr("<title>gpt2-xl on dgx-a100-80gb</title>"));
+  EXPECT_THAT(picture, HasSubstr("id=\"r1-memory\""));
+  EXPECT_THAT(picture, Not(HasSubstr("id=\"r2-memory\"")));
+  // The picture is in the file, not in the JSON; the events recorded for
+  // it are not there either.
+  EXPECT_THAT(o.out, HasSubstr("\"svg\": \"\""));
+  EXPECT_THAT(o.out, HasSubstr("\"events\": []"));
+  EXPECT_THAT(o.out, Not(HasSubstr("\"start_ns\"")));
 }
 
 TEST(NodeTest, BadNodeFlagsAreRefused) {

@@ -12,6 +12,11 @@ RPC the .proto files declare is callable: the helpers below cover Plan,
 Simulate, Sweep and ServerInfo; `client.call("Name", request)` reaches any
 other, and `client.pb` holds the request classes (planner_service_pb2).
 
+Pictures: `svg_path=` on plan() and simulate() has the server draw the
+result (render_svg) and writes the self-contained SVG there (the chosen
+policy's result for a plan; a panel per rank and per shared link for a
+node), the same picture as `slackswap plan/simulate --svg`.
+
 Graphs and plans may be given in any form slackswap.graph and
 slackswap.plans read (dict, message, .json path). Results come back as
 messages, or as dicts where they feed slackswap.torch.apply.
@@ -84,10 +89,15 @@ class Client:
             return msg
         return json_format.ParseDict(_plans.read_graph(graph), msg)
 
-    def step(self, graph=None, workload=None, hardware=DEFAULT_HARDWARE):
+    def step(self, graph=None, workload=None, hardware=DEFAULT_HARDWARE,
+             node=None, ranks=0):
         """A StepSpec: an exported graph or a built-in workload name, on a
-        catalog hardware profile."""
-        spec = self.pb.StepSpec(hardware_name=hardware)
+        catalog hardware profile, or on the first `ranks` GPUs (0: all) of
+        a catalog node (whose GPU is the step's: hardware is not sent)."""
+        if node is not None:
+            spec = self.pb.StepSpec(node_name=node, ranks=ranks)
+        else:
+            spec = self.pb.StepSpec(hardware_name=hardware)
         if graph is not None:
             spec.graph_inline.CopyFrom(self.graph_message(graph))
         elif workload is not None:
@@ -110,17 +120,30 @@ class Client:
     def server_info(self):
         return self.call("ServerInfo", self.pb.ServerInfoRequest())
 
+    @staticmethod
+    def _write_svg(response, path):
+        if not response.svg:
+            raise ValueError("the server sent no picture: no result to draw, "
+                             "or a slackswapd from before render_svg")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(response.svg)
+
     def plan(self, graph=None, *, workload=None, hardware=DEFAULT_HARDWARE,
              budget_fraction=None, budget_bytes=None, policies=(),
-             timeline_points=0, include_reasons=False):
+             timeline_points=0, include_reasons=False, svg_path=None):
         """The Plan RPC: a PlanResponse (report.results: one PolicyResult
-        per policy, each simulated). No policies: all of them."""
+        per policy, each simulated). No policies: all of them. With
+        svg_path, the picture of the chosen policy's result (the fastest
+        feasible one) is written there, and is response.svg too."""
         request = self.pb.PlanRequest(
             step=self.step(graph, workload, hardware),
             policies=list(policies), timeline_points=timeline_points,
-            include_reasons=include_reasons)
+            include_reasons=include_reasons, render_svg=svg_path is not None)
         self._budget(request, budget_fraction, budget_bytes)
-        return self.call("Plan", request)
+        response = self.call("Plan", request)
+        if svg_path is not None:
+            self._write_svg(response, svg_path)
+        return response
 
     def best_plan(self, graph=None, *, policies=(), **kwargs):
         """The best plan the server finds under the budget: of the feasible
@@ -150,19 +173,26 @@ class Client:
 
     def simulate(self, graph=None, plan=None, *, workload=None,
                  hardware=DEFAULT_HARDWARE, budget_fraction=None,
-                 budget_bytes=None, timeline_points=0):
+                 budget_bytes=None, timeline_points=0, node=None, ranks=0,
+                 svg_path=None):
         """The Simulate RPC for a plan (any form slackswap.plans reads; None
-        keeps everything): a SimulationResult message."""
+        keeps everything): a SimulationResult message (on a node, the
+        slowest rank's). With svg_path, the picture of the step is written
+        there (on a node: a panel per rank and per shared link)."""
         from google.protobuf import json_format
         request = self.pb.SimulateRequest(
-            step=self.step(graph, workload, hardware),
-            timeline_points=timeline_points)
+            step=self.step(graph, workload, hardware, node, ranks),
+            timeline_points=timeline_points,
+            render_svg=svg_path is not None)
         if plan is not None:
             plan_dict, _ = _plans.read_plan(plan)
             json_format.ParseDict(plan_dict, request.plan)
         if budget_fraction is not None or budget_bytes is not None:
             self._budget(request, budget_fraction, budget_bytes)
-        return self.call("Simulate", request).result
+        response = self.call("Simulate", request)
+        if svg_path is not None:
+            self._write_svg(response, svg_path)
+        return response.result
 
     def sweep(self, graph=None, *, workload=None, hardware=DEFAULT_HARDWARE,
               start=None, stop=None, step_fraction=None, policies=(),

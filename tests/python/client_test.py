@@ -24,6 +24,7 @@ import sys
 import unittest
 import urllib.error
 import urllib.request
+import xml.etree.ElementTree as ET
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
@@ -180,6 +181,53 @@ class ClientTest(unittest.TestCase):
                 # The JSON printer writes doubles round-trip exact.
                 self.assertEqual(float(got["throughput_retained"]),
                                  want.result.throughput_retained)
+
+    def test_35_python_client_draws_the_cli_picture(self):
+        # slackswap.client (python/), in a process of its own: its package
+        # is not the bare generated one this test imports. Its stubs come
+        # from $SLACKSWAP_PROTO_PYTHON (ctest sets it), else are generated
+        # into the work directory.
+        python_dir = os.path.normpath(
+            os.path.join(OPTIONS.proto_root, os.pardir, "python"))
+        plan_svg = os.path.join(self.work, "client_plan.svg")
+        node_svg = os.path.join(self.work, "client_node.svg")
+        script = (
+            "import sys\n"
+            "from slackswap.client import Client\n"
+            "target, plan_svg, node_svg = sys.argv[1:]\n"
+            "with Client(target) as c:\n"
+            "    r = c.plan(workload='gpt2-xl', budget_fraction=0.5,\n"
+            "               policies=['slackswap'], svg_path=plan_svg)\n"
+            "    assert r.svg and not r.report.results[0].result.events\n"
+            "    c.simulate(workload='gpt2-xl', node='dgx-a100-80gb',\n"
+            "               ranks=2, svg_path=node_svg)\n")
+        env = dict(os.environ, PYTHONPATH=python_dir,
+                   SLACKSWAP_CACHE_DIR=os.path.join(self.work, "cache"))
+        r = subprocess.run([sys.executable, "-c", script, self.server.target,
+                            plan_svg, node_svg], capture_output=True,
+                           text=True, env=env, timeout=fixture.RPC_TIMEOUT_S)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(plan_svg, encoding="utf-8") as f:
+            picture = f.read()
+        root = ET.fromstring(picture.encode("utf-8"))
+        self.assertEqual(root.tag, "{http://www.w3.org/2000/svg}svg")
+        self.assertIn("gpt2-xl", root.find(
+            "{http://www.w3.org/2000/svg}title").text)
+        self.assertNotIn("<script", picture)
+        # The CLI asks the server for the same picture.
+        cli_svg = os.path.join(self.work, "cli_plan.svg")
+        cmd = [OPTIONS.slackswap, "plan", "--workload", "gpt2-xl",
+               "--budget", "0.5", "--policy", "slackswap", "--svg", cli_svg,
+               "--server", self.server.target]
+        c = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=fixture.RPC_TIMEOUT_S)
+        self.assertEqual(c.returncode, 0, c.stderr)
+        with open(cli_svg, encoding="utf-8") as f:
+            self.assertEqual(f.read(), picture)
+        # The node's: a panel per rank and per link carrying host copies.
+        ids = {e.get("id") for e in ET.parse(node_svg).getroot().iter()}
+        self.assertLessEqual({"r0-memory", "r1-memory"}, ids)
+        self.assertNotIn("r2-memory", ids)
 
     def test_40_sweep_streams_every_point(self):
         req = pb.SweepRequest(policies=["slackswap", "recompute_only"],
