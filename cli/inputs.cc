@@ -95,6 +95,36 @@ FlagSpec TimelinePointsFlag() {
                        MaxTimelinePoints(), ")")};
 }
 
+FlagSpecs NodeFlags(absl::string_view what) {
+  return {
+      {"node", "NAME",
+       absl::StrCat("run the step on a node's GPUs (",
+                    absl::StrJoin(NodeNames(), ", "), "), ", what,
+                    "; the GPU is the node's")},
+      {"ranks", "N", "with --node: how many of its GPUs run the step", "all"}};
+}
+
+absl::Status SetNodeFromFlags(const Flags& flags, v1::StepSpec* step) {
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> ranks,
+                             flags.GetInt("ranks"));
+  if (!flags.Has("node")) {
+    if (ranks.has_value()) {
+      return absl::InvalidArgumentError("--ranks is for --node");
+    }
+    return absl::OkStatus();
+  }
+  if (!flags.Has("hardware")) step->clear_hardware();
+  step->set_node_name(*flags.Get("node"));
+  if (ranks.has_value()) {
+    if (*ranks < 1 || *ranks > kMaxCollectiveRanks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ranks must be in [1, ", kMaxCollectiveRanks, "], got ", *ranks));
+    }
+    step->set_ranks(static_cast<int32_t>(*ranks));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::WorkloadRef> WorkloadFromFlags(const Flags& flags) {
   v1::WorkloadRef ref;
   ref.set_name(flags.Get("workload").value_or(""));

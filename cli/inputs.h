@@ -34,6 +34,12 @@ FlagSpec PolicyFlag();
 FlagSpecs BoundFlags();
 // --timeline-points N.
 FlagSpec TimelinePointsFlag();
+// --node NAME and --ranks N: the step on a node's first N GPUs, `what`
+// describing what runs there.
+FlagSpecs NodeFlags(absl::string_view what);
+// Sets `step`'s node from --node and --ranks (the node's GPU is the step's:
+// a --hardware given too stays, for the core to check against it).
+absl::Status SetNodeFromFlags(const Flags& flags, v1::StepSpec* step);
 
 // Exactly one of --workload and --graph; --hardware defaults to
 // kDefaultHardware (cli/defaults.h). Files are read here: a graph is sent

@@ -2,10 +2,12 @@
 //   --budget B|device[:HEADROOM] [--budget-all-memory]
 //   [--expandable-segments] [--policy NAME[,NAME...]|all] [--out PLAN_FILE]
 //   [--json] [--timeline-points N] [--reasons] [--svg FILE]
-//   [--server HOST:PORT ...]
+//   [--node NAME [--ranks N]] [--server HOST:PORT ...]
 //
 // --svg draws the chosen policy's result (the fastest feasible one; the
 // fitting one with --budget device), rendered by the core (render_svg).
+// With --node every policy plans for the node's ranks (one plan, each
+// rank's budget) and each plan is judged by simulating them all.
 #include <ostream>
 
 #include "cli/backend.h"
@@ -27,6 +29,7 @@ absl::Status RunPlan(const Flags& flags, std::ostream& out) {
   }
   v1::PlanRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
+  SLACKSWAP_RETURN_IF_ERROR(SetNodeFromFlags(flags, req.mutable_step()));
   SLACKSWAP_RETURN_IF_ERROR(SetBudgetFromFlags(flags, &req));
   req.set_budget_covers_all_memory(flags.Has("budget-all-memory"));
   req.mutable_allocator()->set_expandable_segments(
@@ -94,6 +97,7 @@ Command PlanCommand() {
              "an SVG picture in FILE: memory against the budget and the "
              "device, the streams, the decisions"}},
            BoundFlags(),
+           NodeFlags("one plan for every rank, judged on the whole node"),
            BackendFlags()}),
       .examples = {"slackswap plan --workload gpt2-xl --budget 0.5 --policy "
                    "slackswap --out plan.txtpb",
@@ -103,7 +107,9 @@ Command PlanCommand() {
                    "slackswap plan --workload bert-large --budget 0.3 --policy "
                    "optimal,slackswap --include-bound",
                    "slackswap plan --workload gpt2-xl --budget 0.3 --svg "
-                   "plan.svg"},
+                   "plan.svg",
+                   "slackswap plan --workload llama-7b --dp 8 --node "
+                   "dgx-a100-80gb --budget 0.5"},
       .run = &RunPlan,
   };
 }

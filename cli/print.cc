@@ -198,6 +198,14 @@ void PrintReportNotes(const v1::PlanReport& report, std::ostream& out) {
 void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
   out << absl::StrFormat("%s on %s, %s\n", report.graph_name(),
                          report.hardware_name(), BudgetLine(report));
+  if (!report.node_name().empty()) {
+    out << absl::StrFormat(
+        "on node %s, %d ranks: each rank's plan counts on %.2f GB/s H2D and "
+        "%.2f GB/s D2H (its share of the shared links); every result is the "
+        "whole node simulated, its slowest rank's\n",
+        report.node_name(), report.ranks(), report.planned_h2d_gbps(),
+        report.planned_d2h_gbps());
+  }
   // A searched budget differs by policy: each row shows its own.
   const bool budgets =
       report.budget_device() || report.budget_covers_all_memory();

@@ -30,24 +30,7 @@ namespace {
 absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
   v1::SimulateRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
-  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<int64_t> ranks,
-                             flags.GetInt("ranks"));
-  if (flags.Has("node")) {
-    v1::StepSpec& step = *req.mutable_step();
-    // The node's GPU is the step's: a --hardware given too is sent, for the
-    // core to check against it.
-    if (!flags.Has("hardware")) step.clear_hardware();
-    step.set_node_name(*flags.Get("node"));
-    if (ranks.has_value()) {
-      if (*ranks < 1 || *ranks > kMaxCollectiveRanks) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--ranks must be in [1, ", kMaxCollectiveRanks, "], got ", *ranks));
-      }
-      step.set_ranks(static_cast<int32_t>(*ranks));
-    }
-  } else if (ranks.has_value()) {
-    return absl::InvalidArgumentError("--ranks is for --node");
-  }
+  SLACKSWAP_RETURN_IF_ERROR(SetNodeFromFlags(flags, req.mutable_step()));
   if (flags.Has("plan")) {
     SLACKSWAP_RETURN_IF_ERROR(
         ReadProtoFile(*flags.Get("plan"), req.mutable_plan()));
@@ -140,13 +123,6 @@ Command SimulateCommand() {
                   {BudgetFlag(/*required=*/false),
                    {"plan", "FILE", "a Plan file (.pb, .txtpb or .json)",
                     "keep everything"},
-                   {"node", "NAME",
-                    absl::StrCat("run the step on a node's GPUs (",
-                                 absl::StrJoin(NodeNames(), ", "),
-                                 "), the same plan on each; the GPU is the "
-                                 "node's")},
-                   {"ranks", "N",
-                    "with --node: how many of its GPUs run the step", "all"},
                    {"json", "",
                     "print a SimulationResult as JSON (with --node, the "
                     "SimulateResponse)"},
@@ -160,6 +136,7 @@ Command SimulateCommand() {
                    TimelinePointsFlag(),
                    BudgetAllMemoryFlag(),
                    ExpandableSegmentsFlag()},
+                  NodeFlags("the same plan on each"),
                   BackendFlags()}),
       .examples = {"slackswap simulate --workload gpt2-xl",
                    "slackswap simulate --workload gpt2-xl --node dgx-a100-80gb "

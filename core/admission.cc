@@ -104,6 +104,13 @@ PlanningWork SimulateWork(int32_t ranks) {
       .plans = kSimulationPlans * ranks, .solver_seconds = 0, .ranks = ranks};
 }
 
+PlanningWork NodePlanWork(const PlanningWork& work, int32_t ranks) {
+  ranks = std::max(ranks, 1);
+  return {.plans = work.plans * (ranks + 1),
+          .solver_seconds = work.solver_seconds * 2,
+          .ranks = ranks};
+}
+
 int64_t GraphElements(const Graph& g) {
   int64_t n = static_cast<int64_t>(g.ops.size() + g.tensors.size());
   for (const Op& op : g.ops) {

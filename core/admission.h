@@ -79,6 +79,10 @@ PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
 // a node's ranks cost about that many simulations of one, in time and in
 // working memory).
 PlanningWork SimulateWork(int32_t ranks = 1);
+// A Plan request's `work` on a node of `ranks`: every judgment simulates
+// every rank, and the same policies run once more for one GPU alone (the
+// seed core/plan_step.cc gives slackswap).
+PlanningWork NodePlanWork(const PlanningWork& work, int32_t ranks);
 
 // RESOURCE_EXHAUSTED naming `what`, the estimate and the limit when the
 // estimate exceeds max_bytes or max_seconds (either 0: no limit).

@@ -81,7 +81,6 @@ absl::StatusOr<PlanSpec> ResolvePlan(const v1::PlanRequest& req,
                                      const CoreLimits& limits,
                                      const StopFn& stop, GraphSource* graphs) {
   PlanSpec spec;
-  SLACKSWAP_RETURN_IF_ERROR(RefuseNode(req.step(), "Plan"));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.step,
                              ResolveStep(req.step(), limits, stop, graphs));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.budget,
@@ -164,6 +163,14 @@ v1::PolicyResult ResultOf(const PolicyRound& round, const PolicyRound::Entry& e,
   *p.mutable_plan() =
       PlanToProto(plan, ctx.graph, ctx.hw.name, include_reasons);
   p.set_planning_seconds(e.seconds);
+  if (e.node.has_value() && ctx.node != nullptr) {
+    std::vector<RankStep> ranks;
+    for (size_t r = 0; r < ctx.node->graphs.size(); ++r) {
+      ranks.push_back(
+          {.gpu = static_cast<int32_t>(r), .graph = ctx.node->graphs[r]});
+    }
+    *p.mutable_node() = NodeResultToProto(*e.node, *ctx.node->node, ranks);
+  }
   if (plan.proof.has_value()) {
     p.set_optimal_proven(plan.proof->optimal);
     p.set_model_bound_retained(
@@ -260,6 +267,13 @@ absl::Status AddBound(const PlanningContext& ctx, const PolicyRound& round,
         "budget_fraction");
     return absl::OkStatus();
   }
+  if (ctx.node != nullptr) {
+    out.set_bound_unavailable(
+        "the bound's model has one GPU's host link; a node's shared uplinks, "
+        "socket memory and collectives are not in it, so it would not bound "
+        "a node's step");
+    return absl::OkStatus();
+  }
   std::string unavailable;
   SLACKSWAP_ASSIGN_OR_RETURN(std::optional<double> bound,
                              Bound(ctx, round.BoundStart(), &unavailable));
@@ -289,6 +303,62 @@ void DescribeRequest(const PlanSpec& spec, v1::PlanReport& out) {
   out.set_budget_fraction(Fraction(spec.budget.bytes, g.index.saved_bytes));
   out.set_budget_device(spec.budget.mode == BudgetMode::kDevice);
   out.set_budget_covers_all_memory(spec.budget.mode == BudgetMode::kAllMemory);
+  if (spec.step.node.has_value()) {
+    out.set_node_name(spec.step.node->name);
+    out.set_ranks(spec.step.ranks);
+  }
+}
+
+// A plan request on a node: its ranks, and the GPU as each rank's plan sees
+// it (its share of the shared links).
+struct NodePlanning {
+  NodeRanks ranks;
+  Hardware planning_hw;
+};
+
+std::optional<NodePlanning> PlanOnNode(const Step& step) {
+  if (!step.node.has_value()) return std::nullopt;
+  NodePlanning n;
+  n.ranks.node = &*step.node;
+  for (int32_t r = 0; r < step.ranks; ++r) {
+    n.ranks.graphs.push_back(&step.graph_of(r));
+  }
+  n.planning_hw = FairShareGpu(*step.node, step.ranks);
+  return n;
+}
+
+// On a node, the plan slackswap gives the node's GPU alone (a single-GPU
+// request with the same policies; none when slackswap is not among them):
+// a seed, so that the node's slackswap, which starts from the best seed it
+// judges on the node, never returns a plan slower on the node than that one.
+absl::StatusOr<std::optional<Plan>> AlonePlan(
+    const PlanningContext& node_ctx, const Hardware& gpu,
+    const std::vector<const PolicyInfo*>& policies) {
+  const auto slackswap =
+      std::find_if(policies.begin(), policies.end(), [](const PolicyInfo* p) {
+        return absl::string_view(p->name) == "slackswap";
+      });
+  if (slackswap == policies.end()) return std::nullopt;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      const StepAnalysis analysis,
+      AnalyzeStep(node_ctx.graph, gpu, node_ctx.should_stop));
+  PlanningContext alone{node_ctx.graph, gpu, analysis, node_ctx.budget_bytes,
+                        node_ctx.should_stop};
+  alone.max_recompute_tasks = node_ctx.max_recompute_tasks;
+  alone.optimal_time_limit_s = node_ctx.optimal_time_limit_s;
+  alone.explain = false;
+  PolicyRound round;
+  alone.seeds = &round.seeds();
+  alone.judge_memo = round.judge_memo();
+  SimOptions quiet;
+  quiet.record_timeline = false;
+  SLACKSWAP_RETURN_IF_ERROR(
+      round.Run(policies, [&](const PolicyInfo& policy, double* seconds) {
+        return PolicyRunner{alone, nullptr}.Run(policy.name, quiet, seconds);
+      }));
+  const PolicyRound::Entry& entry = round.Of(*slackswap);
+  if (!entry.result.has_value()) return std::nullopt;
+  return round.PlanOf(entry);
 }
 
 // The result a plan's picture draws: with a device budget, the policy that
@@ -333,16 +403,28 @@ void DrawAndTrim(const v1::PlanRequest& req, v1::PlanResponse& resp) {
                     Fraction(budget, out.unconstrained_peak_bytes()),
                     out.budget_covers_all_memory() ? ", with transients" : "")
               : std::string("no budget");
-      resp.set_svg(
-          SvgReport(p->result(),
-                    absl::StrCat(out.graph_name(), " on ", out.hardware_name(),
-                                 ": ", p->policy(), ", ", budget_text)));
+      if (p->has_node()) {
+        resp.set_svg(SvgNodeReport(
+            p->node(), absl::StrCat(out.graph_name(), " on ", out.node_name(),
+                                    " (", out.ranks(), " ranks): ", p->policy(),
+                                    ", ", budget_text, " per rank")));
+      } else {
+        resp.set_svg(SvgReport(
+            p->result(),
+            absl::StrCat(out.graph_name(), " on ", out.hardware_name(), ": ",
+                         p->policy(), ", ", budget_text)));
+      }
     }
   }
   for (v1::PolicyResult& p : *out.mutable_results()) {
     if (!p.has_result()) continue;
     DropUnaskedRecords(req.include_events(), req.timeline_points(),
                        p.mutable_result());
+    if (!p.has_node()) continue;
+    for (v1::RankResult& rank : *p.mutable_node()->mutable_ranks()) {
+      DropUnaskedRecords(req.include_events(), req.timeline_points(),
+                         rank.mutable_result());
+    }
   }
 }
 
@@ -354,21 +436,29 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   SLACKSWAP_ASSIGN_OR_RETURN(const PlanSpec spec,
                              ResolvePlan(req, limits_, stop, graphs_));
   const Graph& g = spec.step.graph();
-  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
-      g, req,
+  const std::optional<NodePlanning> on_node = PlanOnNode(spec.step);
+  PlanningWork work =
       PlanRequestWork(spec.policies, spec.budget.searched(),
-                      req.include_bound(), spec.optimal_time_limit_s)));
+                      req.include_bound(), spec.optimal_time_limit_s);
+  if (on_node.has_value()) work = NodePlanWork(work, spec.step.ranks);
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, work));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
-  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
-                             AnalyzeStep(g, spec.step.hw, stop));
-  PlanningContext ctx =
-      Context(g, spec.step.hw, analysis, spec.budget.bytes, stop);
+  const Hardware& hw =
+      on_node.has_value() ? on_node->planning_hw : spec.step.hw;
+  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, hw, stop));
+  PlanningContext ctx = Context(g, hw, analysis, spec.budget.bytes, stop);
   ctx.explain = req.include_reasons();
   ctx.optimal_time_limit_s = spec.optimal_time_limit_s;
+  if (on_node.has_value()) ctx.node = &on_node->ranks;
   const SimOptions report = ReportOptions(req, spec.budget);
   PolicyRound round;
   ctx.seeds = &round.seeds();
   ctx.judge_memo = round.judge_memo();
+  if (on_node.has_value() && !spec.budget.searched()) {
+    SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Plan> alone,
+                               AlonePlan(ctx, spec.step.hw, spec.policies));
+    if (alone.has_value()) round.AddSeed(*std::move(alone));
+  }
   const PolicyRunner runner{ctx, observer_};
   SLACKSWAP_RETURN_IF_ERROR(
       round.Run(spec.policies, [&](const PolicyInfo& policy, double* seconds) {
@@ -378,6 +468,10 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   v1::PlanResponse resp;
   v1::PlanReport& out = *resp.mutable_report();
   DescribeRequest(spec, out);
+  if (on_node.has_value()) {
+    out.set_planned_h2d_gbps(on_node->planning_hw.h2d_gbps);
+    out.set_planned_d2h_gbps(on_node->planning_hw.d2h_gbps);
+  }
   for (const PolicyRound::Entry& e : round.entries()) {
     *out.add_results() = ResultOf(round, e, ctx, req.include_reasons());
   }

@@ -21,15 +21,18 @@ absl::StatusOr<PlanOutcome> PolicyRunner::Run(const std::string& policy,
   Stopwatch watch;
   SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, PlanWithPolicy(policy, ctx));
   const double planner_seconds = watch.Lap();
-  SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
-                             SimulatePlan(policy, ctx, plan, report));
+  std::optional<NodeSimResult> node;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      SimResult result,
+      SimulatePlan(policy, ctx, plan, report,
+                   ctx.node != nullptr ? &node.emplace() : nullptr));
   const double simulator_seconds = watch.Lap();
   if (observer != nullptr) {
     observer->PolicyRun(policy, planner_seconds, simulator_seconds,
                         result.throughput_retained, result.feasible);
   }
   if (seconds != nullptr) *seconds = planner_seconds + simulator_seconds;
-  return PlanOutcome{std::move(plan), std::move(result)};
+  return PlanOutcome{std::move(plan), std::move(result), std::move(node)};
 }
 
 absl::StatusOr<PlanOutcome> PolicyRunner::Search(const std::string& policy,
@@ -45,7 +48,7 @@ absl::StatusOr<PlanOutcome> PolicyRunner::Search(const std::string& policy,
                         s.result.throughput_retained, s.result.feasible);
   }
   if (seconds != nullptr) *seconds = planner_seconds;
-  return PlanOutcome{std::move(s.plan), std::move(s.result)};
+  return PlanOutcome{std::move(s.plan), std::move(s.result), std::nullopt};
 }
 
 absl::StatusOr<PlanOutcome> PolicyRunner::Quiet(const std::string& policy,
@@ -75,6 +78,7 @@ absl::Status PolicyRound::Run(const std::vector<const PolicyInfo*>& policies,
       continue;
     }
     entry.result = std::move(o->result);
+    entry.node = std::move(o->node);
     if (policy->unbudgeted_reference) {
       entry.plan_index = static_cast<int>(references_.size());
       references_.push_back(std::move(o->plan));

@@ -78,6 +78,8 @@ class PolicyRound {
     const PolicyInfo* policy = nullptr;
     // Empty when unavailable.
     std::optional<SimResult> result;
+    // On a node: every rank's run of the plan (PlanOutcome::node).
+    std::optional<NodeSimResult> node;
     std::string unavailable;
     double seconds = 0;
     // Where its plan is: in seeds() for a budgeted policy, else among the
@@ -103,6 +105,10 @@ class PolicyRound {
   // The budgeted plans so far, in run order: later policies' seeds. The
   // vector lives as long as the round.
   const std::vector<Plan>& seeds() const { return seeds_; }
+  // One more seed that is no policy's entry (a plan made elsewhere, for
+  // slackswap to start from if it judges better). REQUIRES: made for the
+  // round's graph.
+  void AddSeed(Plan plan) { seeds_.push_back(std::move(plan)); }
   // The judgments the round's policies share (PlanningContext::judge_memo):
   // slackswap, last, judges the others' plans again, and runs them itself.
   JudgeMemo* judge_memo() const { return judge_memo_.get(); }

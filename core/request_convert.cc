@@ -246,9 +246,11 @@ absl::Status RefuseNode(const v1::StepSpec& spec, absl::string_view rpc) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       field,
-      ": node requests are simulated only for now (Simulate, "
-      "`slackswap simulate --node`); ",
-      rpc, " plans one GPU: give step.hardware_name or step.hardware_inline"));
+      ": a node is planned by Plan and simulated by Simulate (`slackswap "
+      "plan --node`, `slackswap simulate --node`); ",
+      rpc,
+      " takes one GPU for now: give step.hardware_name or "
+      "step.hardware_inline"));
 }
 
 namespace {

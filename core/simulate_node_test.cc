@@ -263,31 +263,55 @@ TEST(SimulateNodeTest, ATensorTimesDataParallelLayoutRunsEachRanksGraph) {
   EXPECT_THAT(error_of(bad), HasSubstr("step.ranks: "));
 }
 
-TEST(SimulateNodeTest, PlanAndSweepRefuseANode) {
+// Plan on a node: every result is the node's, planned for each rank's share
+// of the links (what the node's GPU would be alone is the seed), the bound
+// says why it is unavailable; Sweep still refuses a node.
+TEST(SimulateNodeTest, PlanJudgesOnTheNodeAndSweepRefusesIt) {
   PlanningCore core(CoreLimits{});
   v1::PlanRequest plan;
   plan.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  plan.mutable_step()->mutable_workload()->set_layers(4);
   plan.mutable_step()->set_node_name("dgx-a100-80gb");
+  plan.mutable_step()->set_ranks(4);
   plan.set_budget_fraction(0.5);
-  EXPECT_THAT(ErrorOf(core.PlanStep(plan, {}).status(),
-                      absl::StatusCode::kInvalidArgument),
-              StartsWith("step.node_name: node requests are simulated only "
-                         "for now"));
-  *plan.mutable_step()->mutable_node_inline() =
-      NodeToProto(*FindNode("gh200-4x"));
-  EXPECT_THAT(ErrorOf(core.PlanStep(plan, {}).status(),
-                      absl::StatusCode::kInvalidArgument),
-              StartsWith("step.node_inline: node requests are simulated only "
-                         "for now"));
+  plan.set_include_bound(true);
+  absl::StatusOr<v1::PlanResponse> resp = core.PlanStep(plan, {});
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  const v1::PlanReport& report = resp->report();
+  EXPECT_EQ(report.node_name(), "dgx-a100-80gb");
+  EXPECT_EQ(report.ranks(), 4);
+  const Node dgx = *FindNode("dgx-a100-80gb");
+  EXPECT_EQ(report.planned_h2d_gbps(), FairShareGpu(dgx, 4).h2d_gbps);
+  EXPECT_LT(report.planned_h2d_gbps(), dgx.gpu.h2d_gbps);
+  EXPECT_FALSE(report.has_bound_retained());
+  EXPECT_THAT(report.bound_unavailable(),
+              HasSubstr("the bound's model has one GPU's host link"));
+  ASSERT_GT(report.results_size(), 1);
+  for (const v1::PolicyResult& p : report.results()) {
+    SCOPED_TRACE(p.policy());
+    ASSERT_EQ(p.node().ranks_size(), 4);
+    EXPECT_EQ(p.result().step_ns(), p.node().step_ns());
+    EXPECT_EQ(p.result().feasible(), p.node().feasible());
+  }
+  // A single GPU's report has no node.
+  plan.mutable_step()->clear_node();
+  plan.mutable_step()->clear_ranks();
+  plan.mutable_step()->set_hardware_name(dgx.gpu.name);
+  absl::StatusOr<v1::PlanResponse> alone = core.PlanStep(plan, {});
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(alone->report().node_name().empty());
+  EXPECT_FALSE(alone->report().results(0).has_node());
+
   v1::SweepRequest sweep;
-  *sweep.mutable_step() = plan.step();
+  sweep.mutable_step()->mutable_workload()->set_name("gpt2-xl");
   sweep.mutable_step()->set_node_name("a100-pcie-8x");
   EXPECT_THAT(
       ErrorOf(core.SweepBudgets(sweep, {},
                                 [](const v1::SweepResponse&) { return true; }),
               absl::StatusCode::kInvalidArgument),
-      HasSubstr("step.node_name: node requests are simulated only for "
-                "now (Simulate, `slackswap simulate --node`); Sweep"));
+      StartsWith("step.node_name: a node is planned by Plan and simulated by "
+                 "Simulate (`slackswap plan --node`, `slackswap simulate "
+                 "--node`); Sweep takes one GPU for now"));
 }
 
 TEST(SimulateNodeTest, ANodeRequestIsEstimatedAtItsRanksSimulations) {
@@ -311,6 +335,38 @@ TEST(SimulateNodeTest, ANodeRequestIsEstimatedAtItsRanksSimulations) {
   single.mutable_step()->set_hardware_name("a100-80gb-pcie4");
   EXPECT_TRUE(core.SimulateStep(single, {}).ok());
   EXPECT_THAT(ErrorOf(core.SimulateStep(NodeRequest(8), {}).status(),
+                      absl::StatusCode::kResourceExhausted),
+              HasSubstr("--max_request_s"));
+}
+
+// A plan on a node judges every candidate on all its ranks and plans once
+// more for the GPU alone (the seed): (ranks + 1) times one GPU's plans, and
+// the solver's time twice.
+TEST(SimulateNodeTest, ANodePlanIsEstimatedAtItsRanksAndTheSeed) {
+  const PlanningWork one{.plans = 5, .solver_seconds = 2, .ranks = 1};
+  const PlanningWork node = NodePlanWork(one, 8);
+  EXPECT_DOUBLE_EQ(node.plans, 5 * 9);
+  EXPECT_DOUBLE_EQ(node.solver_seconds, 4);
+  EXPECT_EQ(node.ranks, 8);
+  // A limit one GPU's plan meets refuses the node's, naming the estimate.
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", {.layers = 2});
+  ASSERT_TRUE(g.ok());
+  const PlanningWork plan =
+      PlanRequestWork(*ResolvePolicies({}), false, false, 2);
+  const CostEstimate a = EstimateCost(*g, 0, plan.plans, 0, 1);
+  const PlanningWork on_node = NodePlanWork(plan, 8);
+  const CostEstimate b = EstimateCost(*g, 0, on_node.plans, 0, 8);
+  CoreLimits limits;
+  limits.max_request_seconds = (a.seconds + b.seconds) / 2;
+  PlanningCore core(limits);
+  v1::PlanRequest req;
+  req.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  req.mutable_step()->mutable_workload()->set_layers(2);
+  req.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  req.set_budget_fraction(0.5);
+  EXPECT_TRUE(core.PlanStep(req, {}).ok());
+  req.mutable_step()->set_node_name("dgx-a100-80gb");
+  EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
                       absl::StatusCode::kResourceExhausted),
               HasSubstr("--max_request_s"));
 }

@@ -23,26 +23,6 @@
 namespace slackswap {
 namespace {
 
-// The rank SimulateResponse.result reports: the first whose own plan could
-// not run when the step is infeasible (the others say they stopped with
-// the node), else the slowest (the first of equals).
-size_t ReportedRank(const NodeSimResult& r) {
-  if (!r.feasible) {
-    for (size_t i = 0; i < r.ranks.size(); ++i) {
-      if (!absl::StartsWith(r.ranks[i].infeasible_reason,
-                            "stopped with the node")) {
-        return i;
-      }
-    }
-    return 0;
-  }
-  size_t slowest = 0;
-  for (size_t i = 1; i < r.ranks.size(); ++i) {
-    if (r.ranks[i].step_ns > r.ranks[slowest].step_ns) slowest = i;
-  }
-  return slowest;
-}
-
 // The plan lowered once and run on ranks 0..step.ranks-1 of the node, the
 // rank's GPU its index. Ranks' graphs differ only in their collectives'
 // groups, which neither the op durations nor the lowering read: rank 0's

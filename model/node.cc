@@ -1,6 +1,8 @@
 #include "model/node.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,6 +113,38 @@ int32_t Node::SwitchOf(int32_t gpu) const {
 int32_t Node::SocketOf(int32_t gpu) const {
   const int32_t s = SwitchOf(gpu);
   return s < 0 ? -1 : switches[s].socket;
+}
+
+Hardware FairShareGpu(const Node& node, int32_t ranks) {
+  std::vector<int32_t> behind_switch(node.switches.size(), 0);
+  std::vector<int32_t> on_socket(node.sockets.size(), 0);
+  for (int32_t gpu = 0; gpu < ranks; ++gpu) {
+    ++behind_switch[static_cast<size_t>(node.SwitchOf(gpu))];
+    ++on_socket[static_cast<size_t>(node.SocketOf(gpu))];
+  }
+  Hardware share = node.gpu;
+  // On a node the sockets' budgets hold the pinned memory, not the GPU's.
+  share.pinned_host_memory_bytes = std::numeric_limits<int64_t>::max();
+  for (int32_t gpu = 0; gpu < ranks; ++gpu) {
+    const int32_t sw = node.SwitchOf(gpu);
+    const PcieSwitch& pcie = node.switches[static_cast<size_t>(sw)];
+    const Socket& socket = node.sockets[static_cast<size_t>(pcie.socket)];
+    const double n_switch = behind_switch[static_cast<size_t>(sw)];
+    const double n_socket = on_socket[static_cast<size_t>(pcie.socket)];
+    const auto limit = [&](double& rate, double uplink, double memory) {
+      rate = std::min({rate, uplink / n_switch, memory / n_socket});
+    };
+    limit(share.h2d_gbps, pcie.uplink.h2d_gbps, socket.memory.h2d_gbps);
+    limit(share.d2h_gbps, pcie.uplink.d2h_gbps, socket.memory.d2h_gbps);
+    limit(share.bidir_h2d_gbps, pcie.uplink.bidir_h2d_gbps,
+          socket.memory.bidir_h2d_gbps);
+    limit(share.bidir_d2h_gbps, pcie.uplink.bidir_d2h_gbps,
+          socket.memory.bidir_d2h_gbps);
+    share.pinned_host_memory_bytes = std::min(
+        share.pinned_host_memory_bytes,
+        socket.pinned_host_memory_bytes / static_cast<int64_t>(n_socket));
+  }
+  return share;
 }
 
 absl::Status ValidateNode(const Node& node) {

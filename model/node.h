@@ -106,6 +106,18 @@ struct Node {
 // (`gpu.` prefixed).
 absl::Status ValidateNode(const Node& node);
 
+// The node's GPU as one of ranks 0..ranks-1 sees its host link when they
+// all copy at once: each rate the least of the GPU's own link, its share of
+// its switch's uplink and its share of its socket's memory (split evenly
+// among the running ranks behind each), the worst rank's; and its share of
+// its socket's pinned memory. What a plan made for one rank can count on;
+// the node simulation (sim/node_simulator.h) is what judges it. REQUIRES:
+// ValidateNode(node) ok, 1 <= ranks <= node.num_gpus.
+//
+//   Hardware share = FairShareGpu(*FindNode("dgx-a100-80gb"), 8);
+//   // share.h2d_gbps: half a PCIe 4.0 switch uplink, two GPUs behind each
+Hardware FairShareGpu(const Node& node, int32_t ranks);
+
 // The built-in nodes, by name.
 const std::vector<Node>& NodeCatalog();
 std::vector<std::string> NodeNames();

@@ -1,5 +1,6 @@
 #include "model/node.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -68,6 +69,35 @@ TEST(NodeCatalogTest, DgxA100MatchesItsTopology) {
     EXPECT_EQ(s.pinned_host_memory_bytes, 500'000'000'000);
     EXPECT_DOUBLE_EQ(s.memory.h2d_gbps, 204.8);
   }
+}
+
+// DGX A100: two GPUs behind each 25 GB/s (13 both ways) uplink, four on
+// each socket (204.8 GB/s, never the limit), 500 GB pinned per socket.
+TEST(FairShareGpuTest, SplitsEachSharedLinkAmongTheRanksBehindIt) {
+  const Node node = *FindNode("dgx-a100-80gb");
+  const Hardware alone = FairShareGpu(node, 1);
+  EXPECT_EQ(alone.h2d_gbps, node.gpu.h2d_gbps);
+  EXPECT_EQ(alone.bidir_d2h_gbps, node.gpu.bidir_d2h_gbps);
+  EXPECT_EQ(alone.pinned_host_memory_bytes, 500'000'000'000);
+  // Ranks 0 and 1 share switch 0: each gets half of its uplink.
+  const Hardware two = FairShareGpu(node, 2);
+  EXPECT_DOUBLE_EQ(two.h2d_gbps, std::min(node.gpu.h2d_gbps, 25.0 / 2));
+  EXPECT_DOUBLE_EQ(two.bidir_h2d_gbps,
+                   std::min(node.gpu.bidir_h2d_gbps, 13.0 / 2));
+  EXPECT_EQ(two.pinned_host_memory_bytes, 250'000'000'000);
+  // Rank 2 alone behind switch 1 changes nothing for the pair, which is the
+  // worst rank's share.
+  EXPECT_DOUBLE_EQ(FairShareGpu(node, 3).h2d_gbps, two.h2d_gbps);
+  const Hardware all = FairShareGpu(node, 8);
+  EXPECT_DOUBLE_EQ(all.h2d_gbps, two.h2d_gbps);
+  EXPECT_EQ(all.pinned_host_memory_bytes, 125'000'000'000);
+  // Everything else is the GPU's.
+  EXPECT_EQ(all.name, node.gpu.name);
+  EXPECT_EQ(all.hbm_gbps, node.gpu.hbm_gbps);
+  // GH200: each GPU has its own C2C link; nothing is shared but the pinned
+  // memory.
+  const Node gh = *FindNode("gh200-4x");
+  EXPECT_EQ(FairShareGpu(gh, gh.num_gpus).h2d_gbps, gh.gpu.h2d_gbps);
 }
 
 TEST(NodeCatalogTest, OtherNodesMatchTheirTopology) {

@@ -162,10 +162,8 @@ absl::StatusOr<Judged> SimulateLowered(const PlanningContext& ctx, Plan plan,
   SimOptions opts = ctx.Simulation();
   opts.record_timeline = tracing == Tracing::kOn;
   opts.record_events = tracing == Tracing::kOn;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      SimResult result,
-      SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
-                       opts));
+  SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
+                             RunSchedule(ctx, schedule, opts));
   std::shared_ptr<Judged::Trace> trace;
   if (tracing == Tracing::kOn) {
     trace = std::make_shared<Judged::Trace>();
@@ -447,10 +445,8 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
   if (trace == nullptr) {
     SimOptions opts = ctx.Simulation();
     opts.record_events = true;
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        SimResult run,
-        SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
-                         *judged.schedule, opts));
+    SLACKSWAP_ASSIGN_OR_RETURN(SimResult run,
+                               RunSchedule(ctx, *judged.schedule, opts));
     if (!run.feasible) {
       return absl::InternalError(
           absl::StrCat("replaying a feasible plan gave an infeasible result: ",
@@ -543,10 +539,8 @@ absl::StatusOr<std::vector<std::pair<int64_t, int32_t>>> LatePrefetches(
   SimOptions opts = ctx.Simulation();
   opts.record_timeline = false;
   opts.record_events = true;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      SimResult traced,
-      SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations,
-                       *judged.schedule, opts));
+  SLACKSWAP_ASSIGN_OR_RETURN(SimResult traced,
+                             RunSchedule(ctx, *judged.schedule, opts));
   absl::flat_hash_map<int32_t, int64_t> arrival;
   for (const SimEvent& e : traced.events) {
     if (e.type == EventType::kPrefetch) arrival[e.index] = e.end_ns;

@@ -230,10 +230,42 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
   return plan;
 }
 
+absl::StatusOr<SimResult> RunSchedule(const PlanningContext& ctx,
+                                      const Schedule& schedule,
+                                      const SimOptions& opts,
+                                      NodeSimResult* node_run) {
+  if (ctx.node == nullptr) {
+    return SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
+                            opts);
+  }
+  std::vector<RankStep> ranks;
+  ranks.reserve(ctx.node->graphs.size());
+  for (size_t r = 0; r < ctx.node->graphs.size(); ++r) {
+    ranks.push_back({.gpu = static_cast<int32_t>(r),
+                     .graph = ctx.node->graphs[r],
+                     .durations = &ctx.analysis.durations,
+                     .schedule = &schedule});
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(NodeSimResult run,
+                             SimulateNode(*ctx.node->node, ranks, opts));
+  if (run.ranks.empty()) {
+    return absl::InvalidArgumentError("a node plan needs at least one rank");
+  }
+  SimResult reported = run.ranks[ReportedRank(run)];
+  if (!run.feasible) {
+    reported.feasible = false;
+    reported.infeasible_reason = run.infeasible_reason;
+    reported.throughput_retained = 0;
+  }
+  if (node_run != nullptr) *node_run = std::move(run);
+  return reported;
+}
+
 absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
                                        const PlanningContext& ctx,
                                        const Plan& plan,
-                                       const SimOptions& report) {
+                                       const SimOptions& report,
+                                       NodeSimResult* node_run) {
   SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
   SimOptions opts = ctx.Simulation(report);
   if (info->unbudgeted_reference) opts.budget_bytes = 0;
@@ -241,17 +273,19 @@ absl::StatusOr<SimResult> SimulatePlan(absl::string_view name,
   SLACKSWAP_ASSIGN_OR_RETURN(
       Schedule schedule,
       LowerPlan(ctx.graph, plan, ctx.analysis.durations, ctx.Lowering()));
-  return SimulateSchedule(ctx.graph, ctx.hw, ctx.analysis.durations, schedule,
-                          opts);
+  return RunSchedule(ctx, schedule, opts, node_run);
 }
 
 absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view name,
                                             const PlanningContext& ctx,
                                             const SimOptions& report) {
   SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, PlanWithPolicy(name, ctx));
-  SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
-                             SimulatePlan(name, ctx, plan, report));
-  return PlanOutcome{std::move(plan), std::move(result)};
+  std::optional<NodeSimResult> node;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      SimResult result,
+      SimulatePlan(name, ctx, plan, report,
+                   ctx.node != nullptr ? &node.emplace() : nullptr));
+  return PlanOutcome{std::move(plan), std::move(result), std::move(node)};
 }
 
 absl::StatusOr<int64_t> MinimumFeasibleBudget(absl::string_view policy,

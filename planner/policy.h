@@ -21,8 +21,10 @@
 #include "absl/strings/string_view.h"
 #include "model/graph.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/plan.h"
 #include "planner/analysis.h"
+#include "sim/node_simulator.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
 
@@ -35,6 +37,16 @@ namespace slackswap {
 class JudgeMemo;
 std::shared_ptr<JudgeMemo> NewJudgeMemo();
 inline constexpr int64_t kJudgeMemoBytesPerGraphElement = 256;
+
+// A plan for a node's ranks: every rank runs it on its graph, all together
+// (SimulateNode), so each judgment of a candidate is the node's run.
+struct NodeRanks {
+  const Node* node = nullptr;
+  // Rank r runs graphs[r] on GPU r. Ranks' graphs differ only in their
+  // collectives' groups (model/transformer.h), so the plan, the analysis
+  // and the lowered schedule of the context's graph serve every rank.
+  std::vector<const Graph*> graphs;
+};
 
 // Everything a policy sees for one request. Immutable while planning.
 struct PlanningContext {
@@ -58,6 +70,10 @@ struct PlanningContext {
   double optimal_time_limit_s = kDefaultOptimalTimeLimitS;
   // Bound on the recompute tasks one plan's lowering may make.
   int64_t max_recompute_tasks = LoweringLimits{}.max_recompute_tasks;
+  // Set: the plan is for every rank of a node and judged there (RunSchedule);
+  // `hw` is then what each rank can count on of the node's shared links
+  // (FairShareGpu), which the policies plan with. Null: one GPU, `hw`.
+  const NodeRanks* node = nullptr;
 
   LoweringLimits Lowering() const { return {max_recompute_tasks, should_stop}; }
   // The simulator's options for a plan judged in this context: `report`'s
@@ -114,8 +130,20 @@ absl::StatusOr<const PolicyInfo*> FindPolicy(absl::string_view name);
 
 struct PlanOutcome {
   Plan plan;
+  // On a node, the reported rank's (ReportedRank), with the node's
+  // feasibility; `node` has every rank and link.
   SimResult result;
+  std::optional<NodeSimResult> node;
 };
+
+// `schedule` (lowered from a plan for ctx.graph) run as the context says:
+// on ctx.hw alone, or on every rank of ctx.node together, where the result
+// is the reported rank's (ReportedRank) with the node's feasibility and
+// reason, and `node_run` (may be null) gets the whole node's.
+absl::StatusOr<SimResult> RunSchedule(const PlanningContext& ctx,
+                                      const Schedule& schedule,
+                                      const SimOptions& opts,
+                                      NodeSimResult* node_run = nullptr);
 
 // Runs the named policy: its plan for ctx.budget_bytes, prefetch points set,
 // decisions explained.
@@ -127,7 +155,8 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view policy,
 absl::StatusOr<SimResult> SimulatePlan(absl::string_view policy,
                                        const PlanningContext& ctx,
                                        const Plan& plan,
-                                       const SimOptions& report);
+                                       const SimOptions& report,
+                                       NodeSimResult* node_run = nullptr);
 
 // PlanWithPolicy, then SimulatePlan. Runs the named policy and simulates its
 // plan under ctx.budget_bytes with `report` options (timeline points, events).

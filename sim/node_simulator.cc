@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/format.h"
@@ -739,6 +740,23 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
     result.peak_pinned_bytes_per_socket.push_back(p.peak_bytes);
   }
   return result;
+}
+
+size_t ReportedRank(const NodeSimResult& r) {
+  if (!r.feasible) {
+    for (size_t i = 0; i < r.ranks.size(); ++i) {
+      if (!absl::StartsWith(r.ranks[i].infeasible_reason,
+                            "stopped with the node")) {
+        return i;
+      }
+    }
+    return 0;
+  }
+  size_t slowest = 0;
+  for (size_t i = 1; i < r.ranks.size(); ++i) {
+    if (r.ranks[i].step_ns > r.ranks[slowest].step_ns) slowest = i;
+  }
+  return slowest;
 }
 
 }  // namespace slackswap

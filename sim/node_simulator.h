@@ -86,6 +86,12 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
                                            absl::Span<const RankStep> ranks,
                                            const SimOptions& opts);
 
+// The rank whose result stands for the node's: the first whose own plan
+// could not run when the step is infeasible (the others say they stopped
+// with the node), else the slowest (the first of equals). REQUIRES:
+// r.ranks not empty.
+size_t ReportedRank(const NodeSimResult& r);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_SIM_NODE_SIMULATOR_H_

@@ -853,6 +853,29 @@ TEST(TensorParallelTest, WorkloadAndNodeStepsAreTheDocs) {
   }
 }
 
+// docs/PLANNERS.md, "Plans for a node": plan --node judges every policy on
+// the node, planned for each rank's share of the shared links, and draws
+// the node (a panel per rank and per shared link).
+TEST(NodePlanTest, PlanTakesANodeAndDrawsIt) {
+  const std::string svg = TempPath("node_plan.svg");
+  Outcome o = Slackswap({"plan", "--workload", "gpt2-xl", "--layers", "4",
+                         "--dp", "8", "--node", "dgx-a100-80gb", "--budget",
+                         "0.5", "--policy", "slackswap", "--svg", svg});
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out,
+              HasSubstr("on node dgx-a100-80gb, 8 ranks: each rank's plan "
+                        "counts on 12.50 GB/s H2D and 12.75 GB/s D2H (its "
+                        "share of the shared links)"));
+  const std::string picture = ReadAll(svg);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_THAT(picture, HasSubstr(absl::StrCat("id=\"r", r, "-memory\"")));
+  }
+  EXPECT_THAT(picture, HasSubstr("shared links: host copies in flight"));
+  ExpectOneLineError(Slackswap({"plan", "--workload", "gpt2-xl", "--budget",
+                                "0.5", "--ranks", "4"}),
+                     "INVALID_ARGUMENT", "--ranks is for --node");
+}
+
 TEST(TensorParallelTest, LayoutsThatDoNotSplitAreRefused) {
   const std::string path = TempPath("tp_bad.json");
   for (const char* bad : {"0", "65", "-1", "4294967298"}) {

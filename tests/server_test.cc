@@ -494,18 +494,19 @@ TEST(ServerSimulateTest, ANodeSimulationIsTheLocalCoresAnswer) {
   local->clear_server_seconds();
   EXPECT_EQ(Deterministic(remote), Deterministic(*local));
 
-  // Plan refuses a node, naming the field.
+  // Plan takes the node too: every result is the node's.
   v1::PlanRequest plan;
   *plan.mutable_step() = req.step();
   plan.set_budget_fraction(0.5);
-  v1::PlanResponse unused;
+  plan.add_policies("slackswap");
+  v1::PlanResponse planned;
   grpc::ClientContext ctx;
   SetDeadline(ctx);
-  const grpc::Status s = server.stub().Plan(&ctx, plan, &unused);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(s.error_message(),
-              ::testing::StartsWith("step.node_name: node requests are "
-                                    "simulated only for now"));
+  const grpc::Status s = server.stub().Plan(&ctx, plan, &planned);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(planned.report().node_name(), remote.node().node_name());
+  ASSERT_EQ(planned.report().results_size(), 1);
+  EXPECT_EQ(planned.report().results(0).node().ranks_size(), 4);
 }
 
 TEST(ServerCatalogTest, ServerInfoNamesTheBuildTheRegistryAndTheLimits) {
