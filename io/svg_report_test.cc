@@ -161,7 +161,7 @@ v1::SimulationResult SmallStep() {
   for (int i = 0; i <= 10; ++i) {
     v1::MemoryPoint* p = r.add_memory_timeline();
     p->set_time_ns(i * 1'000'000);
-    p->set_activation_bytes((i < 5 ? i : 10 - i) * 600'000'000);
+    p->set_activation_bytes(int64_t{i < 5 ? i : 10 - i} * 600'000'000);
     p->set_transient_bytes(100'000'000);
     p->set_reserved_bytes(2'000'000'000 + p->activation_bytes() + 200'000'000);
   }
