@@ -55,12 +55,8 @@ absl::Status SimulateOnNode(const Step& step, const slackswap::Plan& plan,
   if (r->ranks.empty()) return absl::OkStatus();
   const size_t reported = ReportedRank(*r);
   resp->mutable_node()->set_slowest_rank(static_cast<int32_t>(reported));
-  *resp->mutable_result() = resp->node().ranks(reported).result();
-  if (!r->feasible) {
-    resp->mutable_result()->set_feasible(false);
-    resp->mutable_result()->set_infeasible_reason(r->infeasible_reason);
-    resp->mutable_result()->set_throughput_retained(0);
-  }
+  *resp->mutable_result() =
+      ResultToProto(ReportedResult(*r), *ranks[reported].graph);
   return absl::OkStatus();
 }
 

@@ -251,12 +251,7 @@ absl::StatusOr<SimResult> RunSchedule(const PlanningContext& ctx,
   if (run.ranks.empty()) {
     return absl::InvalidArgumentError("a node plan needs at least one rank");
   }
-  SimResult reported = run.ranks[ReportedRank(run)];
-  if (!run.feasible) {
-    reported.feasible = false;
-    reported.infeasible_reason = run.infeasible_reason;
-    reported.throughput_retained = 0;
-  }
+  SimResult reported = ReportedResult(run);
   if (node_run != nullptr) *node_run = std::move(run);
   return reported;
 }

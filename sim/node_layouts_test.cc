@@ -24,6 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 using testutil::Lower;
 using testutil::Lowered;
+using testutil::OnGpus;
 
 SimOptions WithEvents() {
   SimOptions opts;
@@ -54,15 +55,7 @@ class TensorTimesDataParallelTest : public ::testing::Test {
   }
 
   std::vector<RankStep> Ranks(bool every_rank_runs_rank_0) const {
-    std::vector<RankStep> ranks;
-    for (int32_t r = 0; r < 8; ++r) {
-      const Lowered& l = lowered_[every_rank_runs_rank_0 ? 0 : r];
-      ranks.push_back({.gpu = r,
-                       .graph = &l.graph,
-                       .durations = &l.durations,
-                       .schedule = &l.schedule});
-    }
-    return ranks;
+    return every_rank_runs_rank_0 ? OnGpus(lowered_[0], 8) : OnGpus(lowered_);
   }
 
   Node node_;

@@ -759,4 +759,14 @@ size_t ReportedRank(const NodeSimResult& r) {
   return slowest;
 }
 
+SimResult ReportedResult(const NodeSimResult& r) {
+  SimResult reported = r.ranks[ReportedRank(r)];
+  if (!r.feasible) {
+    reported.feasible = false;
+    reported.infeasible_reason = r.infeasible_reason;
+    reported.throughput_retained = 0;
+  }
+  return reported;
+}
+
 }  // namespace slackswap

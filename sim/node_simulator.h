@@ -92,6 +92,11 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
 // r.ranks not empty.
 size_t ReportedRank(const NodeSimResult& r);
 
+// The node's step as one result: the reported rank's, with the node's
+// feasibility and reason (and no throughput when infeasible). REQUIRES:
+// r.ranks not empty.
+SimResult ReportedResult(const NodeSimResult& r);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_SIM_NODE_SIMULATOR_H_

@@ -28,6 +28,7 @@ using ::testing::StartsWith;
 using testutil::GraphBuilder;
 using testutil::Lower;
 using testutil::Lowered;
+using testutil::OnGpus;
 using testutil::TestLink;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -206,13 +207,7 @@ TEST(NodeSimulatorTest, RanksOnLinksThatNeverLimitRunAsIfAlone) {
     const Plan plan = MixedPlan(g);
     lowered.push_back(Lower(std::move(g), hw, plan));
   }
-  std::vector<RankStep> ranks;
-  for (size_t i = 0; i < lowered.size(); ++i) {
-    ranks.push_back({.gpu = static_cast<int32_t>(i),
-                     .graph = &lowered[i].graph,
-                     .durations = &lowered[i].durations,
-                     .schedule = &lowered[i].schedule});
-  }
+  const std::vector<RankStep> ranks = OnGpus(lowered);
   const Node node =
       OneSwitch(hw, 4, Rates(kInf, kInf), 4 * hw.pinned_host_memory_bytes);
   absl::StatusOr<NodeSimResult> on_node = SimulateNode(node, ranks, Options(0));
@@ -245,14 +240,8 @@ TEST(NodeSimulatorTest, MoreRanksBehindASwitchNeverMakeAStepFaster) {
     int64_t last = 0;
     int64_t alone = 0;
     for (int32_t n = 1; n <= 8; n *= 2) {
-      std::vector<RankStep> ranks;
-      for (int32_t gpu = 0; gpu < n; ++gpu) {
-        ranks.push_back({.gpu = gpu,
-                         .graph = &l.graph,
-                         .durations = &l.durations,
-                         .schedule = &l.schedule});
-      }
-      absl::StatusOr<NodeSimResult> r = SimulateNode(node, ranks, Options(0));
+      absl::StatusOr<NodeSimResult> r =
+          SimulateNode(node, OnGpus(l, n), Options(0));
       ASSERT_TRUE(r.ok()) << r.status();
       ASSERT_TRUE(r->feasible) << r->infeasible_reason;
       EXPECT_GE(r->ranks[0].step_ns, last) << n << " ranks";
@@ -424,17 +413,6 @@ Graph WithCollectives(const std::vector<Collective>& collectives) {
   return g;
 }
 
-std::vector<RankStep> Ranks(const std::vector<Lowered>& lowered) {
-  std::vector<RankStep> ranks;
-  for (size_t i = 0; i < lowered.size(); ++i) {
-    ranks.push_back({.gpu = static_cast<int32_t>(i),
-                     .graph = &lowered[i].graph,
-                     .durations = &lowered[i].durations,
-                     .schedule = &lowered[i].schedule});
-  }
-  return ranks;
-}
-
 std::vector<Lowered> LowerEach(const std::vector<Graph>& graphs) {
   std::vector<Lowered> out;
   for (const Graph& g : graphs) {
@@ -455,7 +433,7 @@ TEST(NodeCollectivesTest, ARingAllReduceTakesTheModelsTime) {
       LowerEach(std::vector<Graph>(4, WithCollectives({ar})));
   const Node node = CollectiveNode(4, 2);
   absl::StatusOr<NodeSimResult> r =
-      SimulateNode(node, Ranks(lowered), Options(0));
+      SimulateNode(node, OnGpus(lowered), Options(0));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->feasible) << r->infeasible_reason;
   const int64_t model =
@@ -492,7 +470,7 @@ TEST(NodeCollectivesTest, ASendCrossesTheSwitchesAndAloneIsFree) {
   const Graph g = WithCollectives({send});
   const std::vector<Lowered> lowered = LowerEach({g, g});
   absl::StatusOr<NodeSimResult> r =
-      SimulateNode(CollectiveNode(2, 0), Ranks(lowered), Options(0));
+      SimulateNode(CollectiveNode(2, 0), OnGpus(lowered), Options(0));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->feasible) << r->infeasible_reason;
   EXPECT_EQ(r->step_ns, 1000 + 110 + 2000 + 500);
@@ -514,7 +492,7 @@ TEST(NodeCollectivesTest, AGroupOfOneTakesNoTime) {
       .kind = CollectiveKind::kAllReduce, .bytes = 1000, .group = {0}};
   const std::vector<Lowered> lowered = LowerEach({WithCollectives({self})});
   absl::StatusOr<NodeSimResult> r =
-      SimulateNode(CollectiveNode(2, 2), Ranks(lowered), Options(0));
+      SimulateNode(CollectiveNode(2, 2), OnGpus(lowered), Options(0));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->feasible) << r->infeasible_reason;
   EXPECT_EQ(r->step_ns, 1500);
@@ -534,7 +512,7 @@ TEST(NodeCollectivesTest, CollectivesThatWaitInACycleAreInfeasible) {
                  WithCollectives({on({1, 2}), on({0, 1})}),
                  WithCollectives({on({0, 2}), on({1, 2})})});
   absl::StatusOr<NodeSimResult> r =
-      SimulateNode(CollectiveNode(3, 2), Ranks(lowered), Options(0));
+      SimulateNode(CollectiveNode(3, 2), OnGpus(lowered), Options(0));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->feasible);
   EXPECT_THAT(r->infeasible_reason,
@@ -573,7 +551,7 @@ TEST(NodeCollectivesTest, GroupsThatDoNotAgreeAreRefused) {
   for (const Case& c : cases) {
     const std::vector<Lowered> lowered = LowerEach(c.graphs);
     absl::StatusOr<NodeSimResult> r =
-        SimulateNode(CollectiveNode(2, 2), Ranks(lowered), Options(0));
+        SimulateNode(CollectiveNode(2, 2), OnGpus(lowered), Options(0));
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.error));
   }
@@ -620,23 +598,12 @@ TEST(NodeCollectivesTest, ADataParallelStepRunsOnADgx) {
   o.data_parallel = 8;
   absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", o);
   ASSERT_TRUE(g.ok()) << g.status();
-  std::vector<int32_t> buckets;
-  for (size_t i = 0; i < g->ops.size(); ++i) {
-    if (g->ops[i].collective.has_value()) {
-      buckets.push_back(static_cast<int32_t>(i));
-    }
-  }
+  const std::vector<int32_t> buckets = testutil::CollectiveOps(*g);
   ASSERT_GT(buckets.size(), 1u);
   const Plan plan = Plan::KeepAll(*g);
   const Lowered l = Lower(*std::move(g), node->gpu, plan);
-  std::vector<RankStep> ranks;
-  for (int32_t gpu = 0; gpu < 8; ++gpu) {
-    ranks.push_back({.gpu = gpu,
-                     .graph = &l.graph,
-                     .durations = &l.durations,
-                     .schedule = &l.schedule});
-  }
-  absl::StatusOr<NodeSimResult> r = SimulateNode(*node, ranks, Options(0));
+  absl::StatusOr<NodeSimResult> r =
+      SimulateNode(*node, OnGpus(l, 8), Options(0));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->feasible) << r->infeasible_reason;
 
@@ -729,14 +696,8 @@ TEST(NodeCollectivesTest, AFullyShardedStepRunsOnADgx) {
     SCOPED_TRACE(kept ? "keep all" : "recompute");
     const Lowered l = Lower(*g, node->gpu, *plan);
     EXPECT_EQ(l.schedule.recomputed_tensors, kept ? 0 : recomputed);
-    std::vector<RankStep> ranks;
-    for (int32_t gpu = 0; gpu < 8; ++gpu) {
-      ranks.push_back({.gpu = gpu,
-                       .graph = &l.graph,
-                       .durations = &l.durations,
-                       .schedule = &l.schedule});
-    }
-    absl::StatusOr<NodeSimResult> r = SimulateNode(*node, ranks, Options(0));
+    absl::StatusOr<NodeSimResult> r =
+        SimulateNode(*node, OnGpus(l, 8), Options(0));
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(r->feasible) << r->infeasible_reason;
     // Alone, the collectives are free: the single GPU's compute, plus the

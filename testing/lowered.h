@@ -1,5 +1,6 @@
 // Test-only: a graph with its op durations on a GPU and a plan lowered for
-// it, as SimulateSchedule and each of SimulateNode's ranks take them.
+// it, as SimulateSchedule and each of SimulateNode's ranks take them, and
+// those steps laid on a node's GPUs.
 // Header-only: a test that includes it links slackswap_sim itself, so the
 // testing library stays below the simulator.
 //
@@ -8,7 +9,9 @@
 #ifndef SLACKSWAP_TESTING_LOWERED_H_
 #define SLACKSWAP_TESTING_LOWERED_H_
 
+#include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
@@ -16,6 +19,7 @@
 #include "model/graph.h"
 #include "model/hardware.h"
 #include "model/plan.h"
+#include "sim/node_simulator.h"
 #include "sim/schedule.h"
 
 namespace slackswap::testutil {
@@ -39,6 +43,30 @@ inline Lowered Lower(Graph g, const Hardware& hw, const Plan& plan) {
   EXPECT_TRUE(s.ok()) << s.status();
   if (s.ok()) l.schedule = *std::move(s);
   return l;
+}
+
+// Step i of `lowered` on GPU i of a node.
+inline std::vector<RankStep> OnGpus(const std::vector<Lowered>& lowered) {
+  std::vector<RankStep> ranks;
+  for (size_t i = 0; i < lowered.size(); ++i) {
+    ranks.push_back({.gpu = static_cast<int32_t>(i),
+                     .graph = &lowered[i].graph,
+                     .durations = &lowered[i].durations,
+                     .schedule = &lowered[i].schedule});
+  }
+  return ranks;
+}
+
+// The same step on GPUs 0 to gpus - 1.
+inline std::vector<RankStep> OnGpus(const Lowered& l, int32_t gpus) {
+  std::vector<RankStep> ranks;
+  for (int32_t gpu = 0; gpu < gpus; ++gpu) {
+    ranks.push_back({.gpu = gpu,
+                     .graph = &l.graph,
+                     .durations = &l.durations,
+                     .schedule = &l.schedule});
+  }
+  return ranks;
 }
 
 }  // namespace slackswap::testutil
