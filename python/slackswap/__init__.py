@@ -15,11 +15,13 @@ Usable straight from the checkout: put python/ on sys.path
                      slackswap/v1/graph_pb2.py is importable.
   slackswap.client   Client(target): Plan, Simulate, Sweep... on
                      slackswapd; best_plan() for a launcher.
-  slackswap.torch    apply(plan, graph): one training step under a plan,
-                     measured beside the simulator's prediction
-                     (docs/launcher.md).
-  slackswap.plans    plans, reports and graphs in any form, as dicts.
-  slackswap.errors   ExportError, ExportWarning, PlanError, PlanMismatch.
+  slackswap.torch    apply(plan, graph, rank=None): one training step
+                     under a plan (a node's: the given rank's), measured
+                     beside the simulator's prediction (docs/launcher.md).
+  slackswap.plans    plans, reports and graphs in any form, as dicts;
+                     rank_plan() for a node's plan.
+  slackswap.errors   ExportError, ExportWarning, PlanError, PlanMismatch,
+                     PlanRankError, PlanLayoutError.
 
 Importing the package imports neither torch nor grpc: exporting and
 slackswap.torch need torch, slackswap.client grpc.

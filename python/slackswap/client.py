@@ -91,7 +91,9 @@ class Client:
 
     def step(self, graph=None, workload=None, hardware=DEFAULT_HARDWARE,
              node=None, ranks=0):
-        """A StepSpec: an exported graph or a built-in workload name, on a
+        """A StepSpec: an exported graph or a built-in workload (its name,
+        or a WorkloadRef as a message or a dict, e.g. {"name": "gpt2-xl",
+        "layers": 2, "tensor_parallel": 2, "data_parallel": 2}), on a
         catalog hardware profile, or on the first `ranks` GPUs (0: all) of
         a catalog node (whose GPU is the step's: hardware is not sent)."""
         if node is not None:
@@ -100,8 +102,13 @@ class Client:
             spec = self.pb.StepSpec(hardware_name=hardware)
         if graph is not None:
             spec.graph_inline.CopyFrom(self.graph_message(graph))
-        elif workload is not None:
+        elif isinstance(workload, str):
             spec.workload.name = workload
+        elif isinstance(workload, dict):
+            from google.protobuf import json_format
+            json_format.ParseDict(workload, spec.workload)
+        elif workload is not None:
+            spec.workload.CopyFrom(workload)
         else:
             raise ValueError("give a graph or a workload")
         return spec
@@ -130,13 +137,24 @@ class Client:
 
     def plan(self, graph=None, *, workload=None, hardware=DEFAULT_HARDWARE,
              budget_fraction=None, budget_bytes=None, policies=(),
-             timeline_points=0, include_reasons=False, svg_path=None):
+             timeline_points=0, include_reasons=False, node=None, ranks=0,
+             svg_path=None):
         """The Plan RPC: a PlanResponse (report.results: one PolicyResult
         per policy, each simulated). No policies: all of them. With
         svg_path, the picture of the chosen policy's result (the fastest
-        feasible one) is written there, and is response.svg too."""
+        feasible one) is written there, and is response.svg too.
+
+        With node (a catalog node, e.g. dgx-a100-80gb) the plan is the
+        node's: one plan for every one of its first `ranks` GPUs (0: all),
+        each counting on its share of the shared links, judged by
+        simulating all the ranks together. The report then has node_name,
+        ranks and the planned link rates, and each PolicyResult its node
+        (a RankResult per rank); a built-in workload's layout
+        (data_parallel, tensor_parallel, ... of WorkloadRef) gives the
+        ranks their collectives. slackswap.torch.apply(result, graph,
+        rank=R) runs rank R's."""
         request = self.pb.PlanRequest(
-            step=self.step(graph, workload, hardware),
+            step=self.step(graph, workload, hardware, node, ranks),
             policies=list(policies), timeline_points=timeline_points,
             include_reasons=include_reasons, render_svg=svg_path is not None)
         self._budget(request, budget_fraction, budget_bytes)
@@ -150,7 +168,9 @@ class Client:
         results of the budgeted policies (the server's default set unless
         `policies` names others), the one that retains the most throughput
         (the earlier on a tie), as a PolicyResult dict for
-        slackswap.torch.apply. ValueError when none is feasible."""
+        slackswap.torch.apply. ValueError when none is feasible. With
+        node= (and ranks=), as plan(): the node's best plan, whose result
+        is the node's verdict; apply it with rank=."""
         response = self.plan(graph, policies=policies, **kwargs)
         info = {p.name: p.unbudgeted_reference
                 for p in self.server_info().policies}

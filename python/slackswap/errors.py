@@ -41,3 +41,15 @@ class PlanError(ValueError):
 class PlanMismatch(PlanError):
     """The model run under slackswap.torch.apply is not the one the graph
     was exported from (parameters, input shapes, or an op that differs)."""
+
+
+class PlanRankError(PlanError):
+    """A plan applied for a rank it does not have: a plan for a node
+    applied without rank= or with a rank outside [0, ranks), or rank=
+    given for a single-GPU plan. The message names the plan's ranks."""
+
+
+class PlanLayoutError(PlanError):
+    """A node's plan applied to a graph built for another layout (another
+    rank's collectives, more ranks, or other tensors than the rank's plan
+    was simulated with). The message names the field that differs."""

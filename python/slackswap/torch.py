@@ -25,20 +25,32 @@ the first difference, before backward starts. backward() (the one call in
 the context) ends the step. How it works, what it measures and where the
 runtime and the simulator differ: docs/launcher.md.
 
+A plan for a node (Client.plan(..., node=, ranks=)) runs per rank: each
+process applies it with its own rank, and gets its rank's prediction:
+
+    best = client.best_plan(graph, budget_fraction=0.5,
+                            node="dgx-a100-80gb", ranks=4)
+    with slackswap.torch.apply(best, graph, rank=rank) as step:
+        ...
+
 Importing this module imports torch; `import slackswap` does not.
 """
 
 from slackswap import _runtime
-from slackswap.errors import PlanError, PlanMismatch  # noqa: F401 - API
-from slackswap.plans import read_graph, read_plan
+from slackswap.errors import (  # noqa: F401 - API
+    PlanError, PlanLayoutError, PlanMismatch, PlanRankError)
+from slackswap.plans import check_rank_graph, rank_plan, read_graph
 
-__all__ = ["apply", "Step", "PlanError", "PlanMismatch"]
+__all__ = ["apply", "Step", "PlanError", "PlanLayoutError", "PlanMismatch",
+           "PlanRankError"]
 
 
 class Step:
     """What apply() yields: after the step, `measured` (a dict) beside
     `predicted` (the simulator's SimulationResult for the plan as a dict,
-    or None when the plan came without one).
+    or None when the plan came without one; for a node's plan, the
+    rank's own), and `rank` (the rank of a node's plan it runs; None for
+    one GPU).
 
     measured:
       peak_saved_bytes       the most bytes of saved activations resident
@@ -65,9 +77,10 @@ class Step:
       what the runtime did
     """
 
-    def __init__(self, runtime):
+    def __init__(self, runtime, rank=None):
         self._runtime = runtime
         self.predicted = runtime.prediction
+        self.rank = rank
 
     def __enter__(self):
         self._runtime.__enter__()
@@ -140,7 +153,8 @@ def predicted_total_bytes(prediction):
             (_int(prediction.get("peak_transient_bytes")) or 0))
 
 
-def apply(plan, graph, *, prediction=None, policy=None, dropout=None):
+def apply(plan, graph, *, prediction=None, policy=None, dropout=None,
+          rank=None):
     """A context manager that runs one training step under `plan`.
 
     plan: a Plan, a PolicyResult (its simulated result becomes the
@@ -148,23 +162,38 @@ def apply(plan, graph, *, prediction=None, policy=None, dropout=None):
       of its results; a dict in the proto3 JSON mapping, a generated
       message, or a .json file.
     graph: the OperatorGraph the plan was made for (dict, message, bytes
-      or .json path), exported from the model that runs in the context.
+      or .json path), exported from the model that runs in the context;
+      for a node's plan, the graph of the rank that runs it.
     prediction: a SimulationResult (dict or message) to report beside the
       measurements, when plan carries none.
     dropout: "native" or "eager", as the graph was exported (default: read
       from the graph's op names).
+    rank: for a plan for a node (its PolicyResult has `node`, its report
+      `ranks`), the rank this process runs, in [0, ranks): it runs the
+      plan that rank runs (today every rank's is the same) with that
+      rank's own simulated result as the prediction. Leave it out for a
+      single-GPU plan.
 
-    Raises PlanError at once when the plan does not fit the graph (as the
-    simulator would refuse it), and PlanMismatch inside the context at
-    the first difference between the model and the graph.
+    Raises PlanRankError at once when the rank does not fit the plan (a
+    node's plan without rank or with a rank outside its ranks, or a rank
+    for a single-GPU plan or a bare Plan); PlanLayoutError when the graph
+    is not that rank's graph of the plan's layout, as far as the report
+    can tell (slackswap.plans.check_rank_graph: each collective's group
+    within the node's ranks and including the rank, and the graph's
+    static bytes equal to the rank's simulated ones); PlanError when the
+    plan does not fit the graph (as the simulator would refuse it); and
+    PlanMismatch inside the context at the first difference between the
+    model and the graph.
     """
-    plan_dict, result = read_plan(plan, policy)
+    chosen = rank_plan(plan, rank, policy)
+    graph = read_graph(graph)
+    check_rank_graph(graph, chosen)
+    result = chosen.result
     if prediction is not None:
         from slackswap.plans import to_dict
         result = to_dict(prediction)
-    runtime = _runtime.Runtime(plan_dict, read_graph(graph), result,
-                               dropout)
-    return Step(runtime)
+    runtime = _runtime.Runtime(chosen.plan, graph, result, dropout)
+    return Step(runtime, chosen.rank)
 
 
 def _int(v):

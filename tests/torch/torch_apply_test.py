@@ -27,8 +27,12 @@ beside a plain step of an identical copy with the same seed:
 
 MismatchTest runs a plan for one model on another, on other input shapes,
 in eval mode, and a plan for another graph: each is refused with a clear
-message before backward. LauncherTest runs examples/launcher.py against a
-real slackswapd (tests/python/slackswapd_fixture.py), with the client's
+message before backward. NodePlanTest plans for a node through the
+client against a real slackswapd (tests/python/slackswapd_fixture.py)
+and applies the plan per rank (rank=), with each refusal: no rank, a rank
+outside the node's, a rank for a single-GPU plan, graphs of another rank
+or layout. LauncherTest runs examples/launcher.py against a real
+slackswapd, with the client's
 stubs generated at test time; PackageTest builds the wheel from a copy of
 the checkout and imports it; GpuToolTest checks that
 tools/validate_on_gpu.py refuses cleanly without CUDA.
@@ -553,6 +557,194 @@ class MismatchTest(unittest.TestCase):
                       p.stderr)
 
 
+class NodePlanTest(unittest.TestCase):
+    """A plan for a node from a real slackswapd (Client.plan and best_plan
+    with node= and ranks=), applied per rank: each rank runs the step
+    under it with its own predicted result; and every refusal of
+    apply(rank=): no rank, a rank outside the node's, a rank for a
+    single-GPU plan or a bare Plan, and graphs of another rank or layout
+    (built-in workloads: tensor parallel with data parallel, whose ranks'
+    collectives' groups differ)."""
+    NODE = "dgx-a100-80gb"
+    # A small layout: tensor parallel 2 inside data parallel 2, 4 ranks.
+    LAYOUT = {"name": "bert-large", "layers": 1, "tensor_parallel": 2,
+              "data_parallel": 2}
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.join(REPO, "tests", "python"))
+        fixture = importlib.import_module("slackswapd_fixture")
+        cls.client = importlib.import_module("slackswap.client")
+        cls.work = os.path.join(OPTIONS.work_dir, cls.__name__)
+        os.makedirs(cls.work, exist_ok=True)
+        os.environ.setdefault("SLACKSWAP_CACHE_DIR",
+                              os.path.join(cls.work, "cache"))
+        cls.server = fixture.Server(OPTIONS.slackswapd, os.path.join(
+            cls.work, "slackswapd.log")).start()
+        cls.model, cls.x = encoder()
+        cls.graph_path = os.path.join(cls.work, "encoder.json")
+        SX.export.write(SX.export.export(cls.model, (cls.x,), dtype_bytes=4,
+                                         dropout="eager"), cls.graph_path)
+        with cls.client.Client(cls.server.target) as c:
+            cls.response = c.plan(cls.graph_path, budget_fraction=0.5,
+                                  policies=["slackswap"], node=cls.NODE,
+                                  ranks=2)
+            cls.best = c.best_plan(cls.graph_path, budget_fraction=0.5,
+                                   node=cls.NODE, ranks=2)
+            cls.single = c.best_plan(cls.graph_path, budget_fraction=0.5)
+            cls.layout = SX.plans.to_dict(c.plan(
+                workload=cls.LAYOUT, budget_fraction=0.5,
+                policies=["slackswap"], node=cls.NODE, ranks=4))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def workload_graph(self, rank, tp=2, dp=2):
+        """Rank `rank`'s graph of bert-large's first layer in a layout of
+        tp x dp ranks, from `slackswap workload` (a dict)."""
+        path = os.path.join(self.work, "gpt2-tp%d-dp%d-rank%d.json" % (
+            tp, dp, rank))
+        run([OPTIONS.slackswap, "workload", "--workload", "bert-large",
+             "--layers", "1", "--tp", str(tp), "--dp", str(dp), "--rank",
+             str(rank), "--out", path])
+        with open(path) as f:
+            return json.load(f)
+
+    def refused(self, error, pattern, plan, graph, **kwargs):
+        with self.assertRaisesRegex(error, pattern) as cm:
+            SX.torch.apply(plan, graph, **kwargs)
+        print("%s: %s" % (self.id().split(".")[-1], cm.exception))
+        self.assertNotIn("\n", str(cm.exception))
+        self.assertIsInstance(cm.exception, SX.errors.PlanError)
+
+    def test_plan_on_a_node(self):
+        report = self.response.report
+        self.assertEqual(report.node_name, self.NODE)
+        self.assertEqual(report.ranks, 2)
+        self.assertGreater(report.planned_h2d_gbps, 0)
+        self.assertGreater(report.planned_d2h_gbps, 0)
+        self.assertEqual([r.policy for r in report.results], ["slackswap"])
+        node = report.results[0].node
+        self.assertEqual(node.node_name, self.NODE)
+        self.assertEqual([(r.rank, r.gpu) for r in node.ranks],
+                         [(0, 0), (1, 1)])
+        self.assertEqual(report.results[0].plan.graph_name,
+                         "TransformerEncoder")
+        # best_plan on the node: a PolicyResult with the node's verdict.
+        self.assertTrue(self.best["result"]["feasible"])
+        self.assertEqual(len(self.best["node"]["ranks"]), 2)
+        # Each of the layout's ranks built its own graph, judged together.
+        layout = self.layout["report"]
+        self.assertEqual((layout["node_name"], layout["ranks"]),
+                         (self.NODE, 4))
+        self.assertEqual(len(layout["results"][0]["node"]["ranks"]), 4)
+
+    def test_apply_on_each_rank(self):
+        self.assertTrue(any(d["action"] != "ACTION_KEEP"
+                            for d in self.best["plan"]["decisions"]),
+                        "the node's plan moves nothing")
+        plans = [(self.best, {}),
+                 (self.response, {"policy": "slackswap"})]
+        for plan, kwargs in plans:
+            for rank in (0, 1):
+                plain = copy.deepcopy(self.model)
+                applied = copy.deepcopy(self.model)
+                torch.manual_seed(1)
+                plain_loss = plain(self.x).sum()
+                plain_loss.backward()
+                torch.manual_seed(1)
+                with SX.torch.apply(plan, self.graph_path, rank=rank,
+                                    **kwargs) as step:
+                    loss = applied(self.x).sum()
+                    loss.backward()
+                self.assertEqual(step.rank, rank)
+                result = SX.plans.to_dict(plan)
+                if "report" in result:
+                    result = result["report"]["results"][0]
+                # The rank's own prediction, not the slowest rank's.
+                self.assertEqual(step.predicted,
+                                 result["node"]["ranks"][rank]["result"])
+                self.assertTrue(torch.equal(plain_loss, loss))
+                for (name, p), q in zip(plain.named_parameters(),
+                                        applied.parameters()):
+                    self.assertTrue(torch.equal(p.grad, q.grad), name)
+                self.assertGreater(step.measured["peak_saved_bytes"], 0)
+                print("rank %d: peak saved %d B, predicted %s B" % (
+                    rank, step.measured["peak_saved_bytes"],
+                    step.predicted["peak_activation_bytes"]))
+
+    def test_node_plan_without_rank(self):
+        self.refused(
+            SX.errors.PlanRankError,
+            r"^a plan for 2 ranks of node dgx-a100-80gb: name the rank "
+            r"that runs it with rank= \(one of 0 to 1\)$",
+            self.best, self.graph_path)
+        self.refused(SX.errors.PlanRankError, r"^a plan for 2 ranks",
+                     self.response, self.graph_path, policy="slackswap")
+
+    def test_rank_outside_the_node_plan(self):
+        for rank in (2, -1):
+            self.refused(
+                SX.errors.PlanRankError,
+                r"^rank %d is outside the plan's ranks \[0, 2\): it is for "
+                r"2 ranks of node dgx-a100-80gb$" % rank,
+                self.best, self.graph_path, rank=rank)
+        self.refused(SX.errors.PlanRankError,
+                     r"^rank must be an int, not '1'", self.best,
+                     self.graph_path, rank="1")
+
+    def test_rank_for_a_single_gpu_plan(self):
+        self.assertNotIn("node", self.single)
+        self.refused(
+            SX.errors.PlanRankError,
+            r"^rank=0 given for a single-GPU plan \(graph "
+            r"'TransformerEncoder' on a100-80gb-pcie4\): leave rank out",
+            self.single, self.graph_path, rank=0)
+        self.refused(
+            SX.errors.PlanRankError,
+            r"^rank=1 given for a bare Plan, which does not say whether it "
+            r"is a node's", self.best["plan"], self.graph_path, rank=1)
+
+    def test_graph_of_another_rank(self):
+        # Rank 1's graph, applied as rank 2: its tensor-parallel group is
+        # {0, 1}; rank 2's is {2, 3}.
+        self.refused(
+            SX.errors.PlanLayoutError,
+            r"^graph 'bert-large' is not rank 2's: its op \d+ \([^)]*\) has "
+            r"collective\.group \{0, 1\}, without rank 2 ",
+            self.layout, self.workload_graph(1), rank=2)
+
+    def test_graph_of_a_layout_with_more_ranks(self):
+        # Data parallel over 4: rank 2's data-parallel group is {0, 2, 4,
+        # 6}, beyond the plan's 4 ranks.
+        self.refused(
+            SX.errors.PlanLayoutError,
+            r"^graph 'bert-large' was built for another layout: its op \d+ "
+            r"\([^)]*\) has collective\.group \{0, 2, 4, 6\}, naming rank "
+            r"4, but the plan is for 4 ranks of node dgx-a100-80gb$",
+            self.layout, self.workload_graph(2, dp=4), rank=2)
+
+    def test_graph_of_another_split(self):
+        # Data parallel over 4 without tensor parallelism: every group is
+        # {0, 1, 2, 3}, but each rank holds the whole layer.
+        self.refused(
+            SX.errors.PlanLayoutError,
+            r"^graph 'bert-large' is not the one rank 2's plan was simulated "
+            r"with: static_bytes \(tensors no op makes: parameters, "
+            r"inputs\) is \d+ in the graph, \d+ in the plan's "
+            r"node\.ranks\[2\]\.result$",
+            self.layout, self.workload_graph(2, tp=1, dp=4), rank=2)
+
+    def test_the_rank_graph_passes(self):
+        # What the refusals above are measured against: each rank's own
+        # graph passes the layout check.
+        for rank in range(4):
+            chosen = SX.plans.rank_plan(self.layout, rank)
+            self.assertTrue(chosen.rank_result)
+            SX.plans.check_rank_graph(self.workload_graph(rank), chosen)
+
+
 class LauncherTest(unittest.TestCase):
     """examples/launcher.py against a real slackswapd."""
 
@@ -758,6 +950,7 @@ def main():
     SX = argparse.Namespace(
         export=importlib.import_module("slackswap.export"),
         errors=importlib.import_module("slackswap.errors"),
+        plans=importlib.import_module("slackswap.plans"),
         recorder=importlib.import_module("slackswap._recorder"),
         torch=importlib.import_module("slackswap.torch"))
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
