@@ -129,7 +129,7 @@ TEST(FitStepTest, EveryFieldIsValidated) {
   };
   v1::FitRequest none = Llama7bFit({});
   EXPECT_THAT(error(none), HasSubstr("profiles: give 1 to 16 hardware "
-                                     "profiles, got 0"));
+                                     "profiles (or nodes, for a job), got 0"));
   v1::FitRequest many = Llama7bFit(std::vector<std::string>(17, "h100-pcie5"));
   EXPECT_THAT(error(many), HasSubstr("got 17"));
   v1::FitRequest no_graph = Llama7bFit({"h100-pcie5"});

@@ -141,6 +141,9 @@ class PlanningCore {
   absl::Status CheckRequestCost(const Graph& g,
                                 const google::protobuf::Message& req,
                                 const PlanningWork& work) const;
+  // FitStep for a job on nodes (FitRequest.nodes; core/fit_job.cc).
+  absl::StatusOr<v1::FitResponse> FitJob(const v1::FitRequest& req,
+                                         const StopFn& stop) const;
   // A planning context under this core's limits.
   PlanningContext Context(const Graph& g, const Hardware& hw,
                           const StepAnalysis& analysis, int64_t budget,

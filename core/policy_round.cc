@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "planner/relaxation.h"
+#include "sim/schedule.h"
 
 namespace slackswap {
 
@@ -139,7 +140,11 @@ absl::StatusOr<SimResult> SimulateKeepAll(const PlanningContext& ctx,
   report.device = device;
   SimOptions opts = ctx.Simulation(report);
   opts.budget_bytes = 0;  // keeping everything has no budget to meet
-  return Simulate(ctx.graph, ctx.hw, Plan::KeepAll(ctx.graph), opts);
+  // Through RunSchedule: on a node, keeping everything runs on every rank.
+  SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
+                             LowerPlan(ctx.graph, Plan::KeepAll(ctx.graph),
+                                       ctx.analysis.durations, ctx.Lowering()));
+  return RunSchedule(ctx, schedule, opts);
 }
 
 double Fraction(int64_t bytes, int64_t peak) {

@@ -151,7 +151,7 @@ absl::StatusOr<std::optional<double>> Bound(const PlanningContext& ctx,
                                             BoundSweep* sweep = nullptr);
 
 // Keeping every activation, simulated with `device` and no budget, no
-// timeline.
+// timeline (on ctx's node when it has one, the reported rank's result).
 absl::StatusOr<SimResult> SimulateKeepAll(const PlanningContext& ctx,
                                           const DeviceOptions& device);
 

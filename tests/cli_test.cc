@@ -1276,6 +1276,66 @@ TEST(FitTest, RanksTheGivenProfilesAsJsonToo) {
   EXPECT_THAT(help.out, HasSubstr("examples:\n  slackswap fit "));
 }
 
+// README.md's job example (Fit on every catalog node), line for line.
+TEST(GoldenTest, TheReadmeJobFitIsWhatTheCommandPrints) {
+  const std::string readme = testutil::SourceFile("README.md");
+  const std::string start =
+      "$ slackswap fit --workload llama-7b --global-batch 64 --layout fsdp\n";
+  const size_t at = readme.find(start);
+  ASSERT_NE(at, std::string::npos);
+  const size_t end = readme.find("```", at);
+  const std::string example =
+      readme.substr(at + start.size(), end - at - start.size());
+  Outcome o = Slackswap({"fit", "--workload", "llama-7b", "--global-batch",
+                         "64", "--layout", "fsdp"});
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_EQ(o.out, example);
+}
+
+TEST(FitTest, AJobTakesNodesLayoutsAndPricesAsJsonToo) {
+  Outcome o = Slackswap({"fit", "--workload", "llama-7b", "--layers", "2",
+                         "--seq", "128", "--global-batch", "16", "--node",
+                         "gh200-4x,dgx-a100-80gb", "--layout", "tp8-fsdp,dp",
+                         "--prices", "40,30", "--json"});
+  ASSERT_EQ(o.code, 0) << o;
+  v1::FitResponse resp;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &resp).ok())
+      << o.out;
+  EXPECT_EQ(resp.global_batch(), 16);
+  EXPECT_EQ(resp.ranked_by(), "cost_per_1000_steps");
+  ASSERT_EQ(resp.results_size(), 4);
+  int fitting = 0;
+  for (const v1::FitResult& f : resp.results()) {
+    SCOPED_TRACE(absl::StrCat(f.node_name(), " ", f.layout_name()));
+    if (f.node_name() == "gh200-4x" && f.layout().tensor_parallel() == 8) {
+      EXPECT_FALSE(f.fits_device());
+      EXPECT_THAT(f.summary(), HasSubstr("does not divide the node's 4 GPUs"));
+      continue;
+    }
+    ASSERT_TRUE(f.fits_device()) << f.summary();
+    ++fitting;
+    EXPECT_EQ(f.rank(), fitting);
+  }
+  EXPECT_EQ(fitting, 3);
+  ExpectOneLineError(Slackswap({"fit", "--workload", "llama-7b",
+                                "--global-batch", "16", "--layout", "tpx"}),
+                     "INVALID_ARGUMENT", "--layout: \"tpx\" is not a layout");
+  ExpectOneLineError(
+      Slackswap({"fit", "--workload", "llama-7b", "--node", "gh200-4x"}),
+      "INVALID_ARGUMENT", "--node is for a job: give its --global-batch");
+  ExpectOneLineError(
+      Slackswap({"fit", "--workload", "llama-7b", "--global-batch", "16",
+                 "--hardware", "h100-pcie5"}),
+      "INVALID_ARGUMENT", "--hardware is for a step on GPUs");
+  ExpectOneLineError(
+      Slackswap({"fit", "--workload", "llama-7b", "--global-batch", "16",
+                 "--node", "gh200-4x", "--prices", "1,2"}),
+      "INVALID_ARGUMENT", "--prices gives 2 prices for 1 --node");
+  ExpectOneLineError(Slackswap({"fit", "--workload", "llama-7b",
+                                "--global-batch", "16", "--batch", "2"}),
+                     "INVALID_ARGUMENT", "workload.batch: a job sets it");
+}
+
 TEST(PlanTest, PlanNamingAMissingTensorIsRejected) {
   const std::string plan = TempPath("missing.txtpb");
   WriteAll(plan, "decisions { tensor_id: 999999 action: ACTION_RECOMPUTE }\n");
