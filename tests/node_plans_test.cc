@@ -19,33 +19,12 @@
 #include "gtest/gtest.h"
 #include "model/node.h"
 #include "testing/doc_tables.h"
+#include "testing/node_plan_cases.h"
 
 namespace slackswap {
 namespace {
 
-struct Case {
-  std::string node;
-  std::string layout;  // "DDP" or "FSDP"
-  std::string workload;
-  double budget = 0;
-};
-
-v1::StepSpec Step(const Case& c, bool on_node) {
-  v1::StepSpec step;
-  v1::WorkloadRef& w = *step.mutable_workload();
-  w.set_name(c.workload);
-  if (c.layout == "DDP") {
-    w.set_data_parallel(8);
-  } else {
-    w.set_fully_sharded(8);
-  }
-  if (on_node) {
-    step.set_node_name(c.node);
-  } else {
-    step.set_hardware_name(FindNode(c.node)->gpu.name);
-  }
-  return step;
-}
+using Case = testutil::NodePlanCase;
 
 // slackswap's result in a plan response.
 const v1::PolicyResult& Slackswap(const v1::PlanResponse& resp) {
@@ -62,7 +41,7 @@ struct Row {
 Row Measure(const PlanningCore& core, const Case& c) {
   Row row;
   v1::PlanRequest alone;
-  *alone.mutable_step() = Step(c, /*on_node=*/false);
+  *alone.mutable_step() = c.Step(/*on_node=*/false);
   alone.set_budget_fraction(c.budget);
   alone.add_policies("slackswap");
   absl::StatusOr<v1::PlanResponse> planned = core.PlanStep(alone, {});
@@ -70,7 +49,7 @@ Row Measure(const PlanningCore& core, const Case& c) {
   if (!planned.ok()) return row;
 
   v1::SimulateRequest run;
-  *run.mutable_step() = Step(c, /*on_node=*/true);
+  *run.mutable_step() = c.Step(/*on_node=*/true);
   *run.mutable_plan() = Slackswap(*planned).plan();
   run.set_budget_fraction(c.budget);
   absl::StatusOr<v1::SimulateResponse> ran = core.SimulateStep(run, {});
@@ -79,7 +58,7 @@ Row Measure(const PlanningCore& core, const Case& c) {
   row.alone_plan_on_node = ran->node().throughput_retained();
 
   v1::PlanRequest node = alone;
-  *node.mutable_step() = Step(c, /*on_node=*/true);
+  *node.mutable_step() = c.Step(/*on_node=*/true);
   absl::StatusOr<v1::PlanResponse> for_node = core.PlanStep(node, {});
   EXPECT_TRUE(for_node.ok()) << for_node.status();
   if (!for_node.ok()) return row;
@@ -102,22 +81,7 @@ TEST(NodePlansTest, TheDocsTableIsWhatTheCoreGives) {
   const std::vector<std::vector<std::string>> rows = testutil::MarkdownTable(
       testutil::SourceFile("docs/PLANNERS.md"),
       "| node | layout | workload | budget | one-GPU plan on the node |");
-  std::vector<Case> cases;
-  for (const char* node : {"dgx-a100-80gb", "hgx-h100-sxm"}) {
-    for (const char* layout : {"DDP", "FSDP"}) {
-      for (const char* workload : {"bert-large", "gpt2-xl", "llama-7b"}) {
-        // FSDP cannot recompute a post-norm encoder's layers
-        // (model/transformer.h): bert-large is refused.
-        if (std::string(layout) == "FSDP" &&
-            std::string(workload) == "bert-large") {
-          continue;
-        }
-        for (double budget : {0.3, 0.5}) {
-          cases.push_back({node, layout, workload, budget});
-        }
-      }
-    }
-  }
+  const std::vector<Case> cases = testutil::NodePlanCases();
   ASSERT_EQ(rows.size(), cases.size()) << "the table in docs/PLANNERS.md";
   const PlanningCore core(CoreLimits{});
   for (size_t i = 0; i < cases.size(); ++i) {
