@@ -14,6 +14,7 @@
 #include "io/proto_file.h"
 #include "model/budget.h"
 #include "model/hardware.h"
+#include "model/node.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
 #include "planner/policy.h"
@@ -304,8 +305,15 @@ std::string StepGraphName(const v1::StepSpec& step) {
 }
 
 std::string StepHardwareName(const v1::StepSpec& step) {
-  return step.has_hardware_inline() ? step.hardware_inline().name()
-                                    : step.hardware_name();
+  if (step.has_hardware_inline()) return step.hardware_inline().name();
+  if (step.has_hardware_name()) return step.hardware_name();
+  if (step.has_node_inline()) {
+    return step.node_inline().has_gpu_inline()
+               ? step.node_inline().gpu_inline().name()
+               : step.node_inline().gpu_name();
+  }
+  absl::StatusOr<Node> node = FindNode(step.node_name());
+  return node.ok() ? node->gpu.name : std::string();
 }
 
 std::string StepTitle(const v1::StepSpec& step) {

@@ -159,7 +159,8 @@ absl::StatusOr<std::optional<int32_t>> TimelinePointsFromFlags(
 int32_t MaxTimelinePoints();
 
 // The step's graph name (the workload's or the inline graph's) and its
-// hardware name; a simulation's title is "GRAPH on HARDWARE" (StepTitle).
+// hardware name (on a node without hardware, the node's GPU); a
+// simulation's title is "GRAPH on HARDWARE" (StepTitle).
 std::string StepGraphName(const v1::StepSpec& step);
 std::string StepHardwareName(const v1::StepSpec& step);
 std::string StepTitle(const v1::StepSpec& step);

@@ -1,6 +1,11 @@
 #include "cli/print.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "common/format.h"
 #include "core/device_fit.h"
 
@@ -193,19 +198,26 @@ void PrintReportNotes(const v1::PlanReport& report, std::ostream& out) {
   out << "\n";
 }
 
+// A report's line for plans made on a node: the rates each rank's plans
+// counted on, and that every `judged` (result, point) is the node's.
+template <typename Report>
+void PrintNodeLine(const Report& report, absl::string_view judged,
+                   std::ostream& out) {
+  if (report.node_name().empty()) return;
+  out << absl::StrFormat(
+      "on node %s, %d ranks: each rank's plan counts on %.2f GB/s H2D and "
+      "%.2f GB/s D2H (its share of the shared links); every %s is the whole "
+      "node simulated, its slowest rank's\n",
+      report.node_name(), report.ranks(), report.planned_h2d_gbps(),
+      report.planned_d2h_gbps(), judged);
+}
+
 }  // namespace
 
 void PrintPlanReport(const v1::PlanReport& report, std::ostream& out) {
   out << absl::StrFormat("%s on %s, %s\n", report.graph_name(),
                          report.hardware_name(), BudgetLine(report));
-  if (!report.node_name().empty()) {
-    out << absl::StrFormat(
-        "on node %s, %d ranks: each rank's plan counts on %.2f GB/s H2D and "
-        "%.2f GB/s D2H (its share of the shared links); every result is the "
-        "whole node simulated, its slowest rank's\n",
-        report.node_name(), report.ranks(), report.planned_h2d_gbps(),
-        report.planned_d2h_gbps());
-  }
+  PrintNodeLine(report, "result", out);
   // A searched budget differs by policy: each row shows its own.
   const bool budgets =
       report.budget_device() || report.budget_covers_all_memory();
@@ -228,8 +240,11 @@ void PrintSweepTable(const v1::SweepReport& report,
       "unconstrained peak %s\n",
       report.graph_name(), report.hardware_name(),
       FormatBytes(report.unconstrained_peak_bytes()));
-  const bool bound =
-      report.points_size() > 0 && report.points(0).has_bound_retained();
+  PrintNodeLine(report, "point", out);
+  // A column when the bound was asked for: each budget's, or unavailable.
+  const bool bound = report.points_size() > 0 &&
+                     (report.points(0).has_bound_retained() ||
+                      !report.points(0).bound_unavailable().empty());
   out << absl::StrFormat("%8s %10s", "budget", "bytes");
   for (const std::string& p : policies) out << absl::StrFormat(" %15s", p);
   if (bound) out << absl::StrFormat(" %15s", "bound");
@@ -253,6 +268,18 @@ void PrintSweepTable(const v1::SweepReport& report,
                   : absl::StrFormat(" %15s", "unavailable"));
     }
     out << "\n";
+  }
+  // Why a budget has no bound, once per reason (on a node, one for all).
+  std::vector<std::string> reasons;
+  for (const v1::SweepPoint& p : report.points()) {
+    if (!p.bound_unavailable().empty() &&
+        std::find(reasons.begin(), reasons.end(), p.bound_unavailable()) ==
+            reasons.end()) {
+      reasons.push_back(p.bound_unavailable());
+    }
+  }
+  for (const std::string& r : reasons) {
+    out << "bound unavailable: " << r << "\n";
   }
   for (const v1::PolicyMinimum& m : report.minimums()) {
     out << absl::StrFormat(

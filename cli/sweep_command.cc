@@ -1,6 +1,9 @@
 // slackswap sweep (--workload NAME | --graph FILE) [--hardware NAME|FILE]
 //   [--budgets FROM:TO:STEP] [--policy NAME[,NAME...]|all] [--csv|--json]
-//   [--target SHARE] [--server HOST:PORT ...]
+//   [--target SHARE] [--node NAME [--ranks N]] [--server HOST:PORT ...]
+//
+// With --node every budget's plans are made as plan --node makes them: for
+// the node's ranks, each judged by simulating them all.
 #include <ostream>
 
 #include "absl/strings/match.h"
@@ -40,6 +43,7 @@ absl::Status RunSweep(const Flags& flags, std::ostream& out) {
   }
   v1::SweepRequest req;
   SLACKSWAP_ASSIGN_OR_RETURN(*req.mutable_step(), StepFromFlags(flags));
+  SLACKSWAP_RETURN_IF_ERROR(SetNodeFromFlags(flags, req.mutable_step()));
   double v[3] = {kDefaultSweepFrom, kDefaultSweepTo, kDefaultSweepStep};
   if (flags.Has("budgets")) {
     const std::string range = *flags.Get("budgets");
@@ -75,6 +79,10 @@ absl::Status RunSweep(const Flags& flags, std::ostream& out) {
         if (msg.has_point()) {
           *report.add_points() = msg.point();
           report.set_unconstrained_peak_bytes(msg.unconstrained_peak_bytes());
+          report.set_node_name(msg.node_name());
+          report.set_ranks(msg.ranks());
+          report.set_planned_h2d_gbps(msg.planned_h2d_gbps());
+          report.set_planned_d2h_gbps(msg.planned_d2h_gbps());
         }
         if (msg.has_target()) *report.add_targets() = msg.target();
         if (msg.has_minimum()) *report.add_minimums() = msg.minimum();
@@ -111,6 +119,8 @@ Command SweepCommand() {
                    {"target", "SHARE",
                     "also find the smallest budget retaining SHARE (0.99)"}},
                   BoundFlags(),
+                  NodeFlags("every budget's plans for every rank, judged on "
+                            "the whole node"),
                   BackendFlags()}),
       .examples = {"slackswap sweep --workload gpt2-xl --target 0.99",
                    "slackswap sweep --workload llama-7b --budgets "

@@ -79,9 +79,10 @@ PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
 // a node's ranks cost about that many simulations of one, in time and in
 // working memory).
 PlanningWork SimulateWork(int32_t ranks = 1);
-// A Plan request's `work` on a node of `ranks`: every judgment simulates
-// every rank, and the same policies run once more for one GPU alone (the
-// seed core/plan_step.cc gives slackswap).
+// A Plan or Sweep request's `work` on a node of `ranks`: every judgment
+// simulates every rank, and the same policies run once more for one GPU
+// alone at each budget (the seed AlonePlan, core/node_planning.h, gives
+// slackswap).
 PlanningWork NodePlanWork(const PlanningWork& work, int32_t ranks);
 
 // RESOURCE_EXHAUSTED naming `what`, the estimate and the limit when the

@@ -21,6 +21,7 @@
 #include "core/admission.h"
 #include "core/device_fit.h"
 #include "core/fit_profile.h"
+#include "core/node_planning.h"
 #include "core/planning_core.h"
 #include "core/policy_round.h"
 #include "core/request_convert.h"
@@ -367,18 +368,14 @@ absl::StatusOr<v1::FitResponse> PlanningCore::FitJob(const v1::FitRequest& req,
         SLACKSWAP_ASSIGN_OR_RETURN(const Step step,
                                    LayoutStep(spec, n, l, limits_, stop));
         const Graph& g = step.graph();
-        NodeRanks ranks{.node = &*step.node};
-        for (int32_t r = 0; r < step.ranks; ++r) {
-          ranks.graphs.push_back(&step.graph_of(r));
-        }
-        const Hardware planning_hw = FairShareGpu(node, step.ranks);
+        const NodePlanning on_node = *PlanOnNode(step);
         SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
-                                   AnalyzeStep(g, planning_hw, stop));
+                                   AnalyzeStep(g, on_node.planning_hw, stop));
         PlanningContext ctx =
-            Context(g, planning_hw, analysis,
+            Context(g, on_node.planning_hw, analysis,
                     std::max<int64_t>(1, g.index.saved_bytes), stop);
         ctx.explain = false;
-        ctx.node = &ranks;
+        ctx.node = &on_node.ranks;
         SLACKSWAP_ASSIGN_OR_RETURN(DeviceAnswer a,
                                    FitDevice(spec.options, ctx));
         out = std::move(a.result);

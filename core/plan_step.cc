@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "core/admission.h"
 #include "core/device_fit.h"
+#include "core/node_planning.h"
 #include "core/planning_core.h"
 #include "core/policy_round.h"
 #include "core/request_convert.h"
@@ -267,13 +268,6 @@ absl::Status AddBound(const PlanningContext& ctx, const PolicyRound& round,
         "budget_fraction");
     return absl::OkStatus();
   }
-  if (ctx.node != nullptr) {
-    out.set_bound_unavailable(
-        "the bound's model has one GPU's host link; a node's shared uplinks, "
-        "socket memory and collectives are not in it, so it would not bound "
-        "a node's step");
-    return absl::OkStatus();
-  }
   std::string unavailable;
   SLACKSWAP_ASSIGN_OR_RETURN(std::optional<double> bound,
                              Bound(ctx, round.BoundStart(), &unavailable));
@@ -307,58 +301,6 @@ void DescribeRequest(const PlanSpec& spec, v1::PlanReport& out) {
     out.set_node_name(spec.step.node->name);
     out.set_ranks(spec.step.ranks);
   }
-}
-
-// A plan request on a node: its ranks, and the GPU as each rank's plan sees
-// it (its share of the shared links).
-struct NodePlanning {
-  NodeRanks ranks;
-  Hardware planning_hw;
-};
-
-std::optional<NodePlanning> PlanOnNode(const Step& step) {
-  if (!step.node.has_value()) return std::nullopt;
-  NodePlanning n;
-  n.ranks.node = &*step.node;
-  for (int32_t r = 0; r < step.ranks; ++r) {
-    n.ranks.graphs.push_back(&step.graph_of(r));
-  }
-  n.planning_hw = FairShareGpu(*step.node, step.ranks);
-  return n;
-}
-
-// On a node, the plan slackswap gives the node's GPU alone (a single-GPU
-// request with the same policies; none when slackswap is not among them):
-// a seed, so that the node's slackswap, which starts from the best seed it
-// judges on the node, never returns a plan slower on the node than that one.
-absl::StatusOr<std::optional<Plan>> AlonePlan(
-    const PlanningContext& node_ctx, const Hardware& gpu,
-    const std::vector<const PolicyInfo*>& policies) {
-  const auto slackswap =
-      std::find_if(policies.begin(), policies.end(), [](const PolicyInfo* p) {
-        return absl::string_view(p->name) == "slackswap";
-      });
-  if (slackswap == policies.end()) return std::nullopt;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      const StepAnalysis analysis,
-      AnalyzeStep(node_ctx.graph, gpu, node_ctx.should_stop));
-  PlanningContext alone{node_ctx.graph, gpu, analysis, node_ctx.budget_bytes,
-                        node_ctx.should_stop};
-  alone.max_recompute_tasks = node_ctx.max_recompute_tasks;
-  alone.optimal_time_limit_s = node_ctx.optimal_time_limit_s;
-  alone.explain = false;
-  PolicyRound round;
-  alone.seeds = &round.seeds();
-  alone.judge_memo = round.judge_memo();
-  SimOptions quiet;
-  quiet.record_timeline = false;
-  SLACKSWAP_RETURN_IF_ERROR(
-      round.Run(policies, [&](const PolicyInfo& policy, double* seconds) {
-        return PolicyRunner{alone, nullptr}.Run(policy.name, quiet, seconds);
-      }));
-  const PolicyRound::Entry& entry = round.Of(*slackswap);
-  if (!entry.result.has_value()) return std::nullopt;
-  return round.PlanOf(entry);
 }
 
 // The result a plan's picture draws: with a device budget, the policy that

@@ -120,6 +120,13 @@ absl::StatusOr<std::optional<double>> Bound(const PlanningContext& ctx,
                                             const Plan* start,
                                             std::string* unavailable,
                                             BoundSweep* sweep) {
+  if (ctx.node != nullptr) {
+    *unavailable =
+        "the bound's model has one GPU's host link; a node's shared uplinks, "
+        "socket memory and collectives are not in it, so it would not bound "
+        "a node's step";
+    return std::nullopt;
+  }
   RelaxationOptions options;
   options.start = start;
   absl::StatusOr<Relaxation> b = sweep != nullptr

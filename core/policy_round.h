@@ -141,10 +141,11 @@ class PolicyRound {
 };
 
 // The LP bound at ctx's budget: the retained share no plan beats, or why
-// there is none in `unavailable` (never a made-up value). CANCELLED passes
-// through. `start` (may be null): a plan for the solver to start from.
-// `sweep` (may be null): solved there, from the last budget's model and
-// basis (for a sweep's budgets, in order; REQUIRES: made for ctx's step).
+// there is none in `unavailable` (never a made-up value; on a node, always
+// none: the LP has one GPU's link). CANCELLED passes through. `start` (may be
+// null): a plan for the solver to start from. `sweep` (may be null): solved
+// there, from the last budget's model and basis (for a sweep's budgets, in
+// order; REQUIRES: made for ctx's step).
 absl::StatusOr<std::optional<double>> Bound(const PlanningContext& ctx,
                                             const Plan* start,
                                             std::string* unavailable,

@@ -230,29 +230,6 @@ absl::StatusOr<Node> ResolveNode(const v1::NodeProfile* inline_node,
   return NoneSet(prefix, "set node_inline or node_name");
 }
 
-absl::Status RefuseNode(const v1::StepSpec& spec, absl::string_view rpc) {
-  std::string field;
-  switch (spec.node_case()) {
-    case v1::StepSpec::kNodeInline:
-      field = "step.node_inline";
-      break;
-    case v1::StepSpec::kNodeName:
-      field = "step.node_name";
-      break;
-    case v1::StepSpec::NODE_NOT_SET:
-      if (spec.ranks() == 0) return absl::OkStatus();
-      field = "step.ranks";
-      break;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      field,
-      ": a node is planned by Plan and simulated by Simulate (`slackswap "
-      "plan --node`, `slackswap simulate --node`); ",
-      rpc,
-      " takes one GPU for now: give step.hardware_name or "
-      "step.hardware_inline"));
-}
-
 namespace {
 
 // The other ranks' graphs of a workload whose ranks differ (tensor

@@ -98,11 +98,6 @@ absl::StatusOr<Node> ResolveNode(const v1::NodeProfile* inline_node,
                                  const std::string* name,
                                  const std::string& prefix);
 
-// INVALID_ARGUMENT naming step.node_name (or step.node_inline, or
-// step.ranks) when `spec` asks for a node: `rpc` (Plan, Sweep) plans one
-// GPU, and node requests are only simulated for now.
-absl::Status RefuseNode(const v1::StepSpec& spec, absl::string_view rpc);
-
 // The same for a message with StepSpec's `graph` oneof (StepSpec,
 // FitRequest) and its `hardware` oneof (StepSpec, FitProfile).
 template <typename Message>

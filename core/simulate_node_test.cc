@@ -1,6 +1,7 @@
 // Simulate on a node (StepSpec.node): every rank's result, the slowest as
 // the node's step, the links and sockets; the refusals, each naming the
-// field; and the admission estimate of a node request.
+// field; Plan and Sweep on a node; and the admission estimate of a node
+// request.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -265,8 +266,8 @@ TEST(SimulateNodeTest, ATensorTimesDataParallelLayoutRunsEachRanksGraph) {
 
 // Plan on a node: every result is the node's, planned for each rank's share
 // of the links (what the node's GPU would be alone is the seed), the bound
-// says why it is unavailable; Sweep still refuses a node.
-TEST(SimulateNodeTest, PlanJudgesOnTheNodeAndSweepRefusesIt) {
+// says why it is unavailable.
+TEST(SimulateNodeTest, PlanJudgesOnTheNode) {
   PlanningCore core(CoreLimits{});
   v1::PlanRequest plan;
   plan.mutable_step()->mutable_workload()->set_name("gpt2-xl");
@@ -301,17 +302,112 @@ TEST(SimulateNodeTest, PlanJudgesOnTheNodeAndSweepRefusesIt) {
   ASSERT_TRUE(alone.ok()) << alone.status();
   EXPECT_TRUE(alone->report().node_name().empty());
   EXPECT_FALSE(alone->report().results(0).has_node());
+}
 
+// llama-7b (2 layers) on 4 ranks of the DGX, two behind each switch uplink
+// that is no faster than one GPU's link: swaps the GPU alone hides do not
+// all hide on the node. At 0.3 of the peak slackswap's node plan there
+// starts from the GPU alone's plan (AlonePlan): a sweep without that seed
+// retains less there than Plan does.
+v1::StepSpec FourRanksOfTheDgx() {
+  v1::StepSpec step;
+  step.mutable_workload()->set_name("llama-7b");
+  step.mutable_workload()->set_layers(2);
+  step.set_node_name("dgx-a100-80gb");
+  step.set_ranks(4);
+  return step;
+}
+
+absl::StatusOr<std::vector<v1::SweepResponse>> Sweep(
+    const PlanningCore& core, const v1::SweepRequest& req) {
+  std::vector<v1::SweepResponse> out;
+  absl::Status s = core.SweepBudgets(req, {}, [&](const v1::SweepResponse& m) {
+    out.push_back(m);
+    return true;
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+// Sweep on a node: at each budget every policy's point is exactly what a
+// Plan request on the node gives at that budget (the same plans, seeded
+// alike, judged on the whole node), not the GPU alone's; every point says
+// which node and what it planned with, and that there is no bound.
+TEST(SimulateNodeTest, SweepOnANodeIsPlanOnTheNodeAtEveryBudget) {
+  PlanningCore core(CoreLimits{});
+  const Node dgx = *FindNode("dgx-a100-80gb");
+  const Hardware share = FairShareGpu(dgx, 4);
+  ASSERT_LT(share.h2d_gbps, dgx.gpu.h2d_gbps);
   v1::SweepRequest sweep;
-  sweep.mutable_step()->mutable_workload()->set_name("gpt2-xl");
-  sweep.mutable_step()->set_node_name("a100-pcie-8x");
-  EXPECT_THAT(
-      ErrorOf(core.SweepBudgets(sweep, {},
-                                [](const v1::SweepResponse&) { return true; }),
-              absl::StatusCode::kInvalidArgument),
-      StartsWith("step.node_name: a node is planned by Plan and simulated by "
-                 "Simulate (`slackswap plan --node`, `slackswap simulate "
-                 "--node`); Sweep takes one GPU for now"));
+  *sweep.mutable_step() = FourRanksOfTheDgx();
+  sweep.set_from(0.3);
+  sweep.set_to(0.5);
+  sweep.set_step_fraction(0.2);
+  sweep.set_include_bound(true);
+  absl::StatusOr<std::vector<v1::SweepResponse>> on_node = Sweep(core, sweep);
+  ASSERT_TRUE(on_node.ok()) << on_node.status();
+
+  v1::SweepRequest single = sweep;
+  single.mutable_step()->clear_node();
+  single.mutable_step()->clear_ranks();
+  single.mutable_step()->set_hardware_name(dgx.gpu.name);
+  single.set_include_bound(false);
+  absl::StatusOr<std::vector<v1::SweepResponse>> alone = Sweep(core, single);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  ASSERT_EQ(alone->size(), on_node->size());
+
+  int points = 0;
+  int slower_on_the_node = 0;
+  for (double f : {0.3, 0.5}) {
+    SCOPED_TRACE(f);
+    v1::PlanRequest plan;
+    *plan.mutable_step() = FourRanksOfTheDgx();
+    plan.set_budget_fraction(f);
+    absl::StatusOr<v1::PlanResponse> planned = core.PlanStep(plan, {});
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    for (const v1::PolicyResult& r : planned->report().results()) {
+      SCOPED_TRACE(r.policy());
+      ASSERT_TRUE(r.has_node());
+      const auto at = [&](const std::vector<v1::SweepResponse>& msgs)
+          -> const v1::SweepResponse* {
+        for (const v1::SweepResponse& m : msgs) {
+          if (m.has_point() && m.point().policy() == r.policy() &&
+              m.point().budget_fraction() == f) {
+            return &m;
+          }
+        }
+        return nullptr;
+      };
+      const v1::SweepResponse* msg = at(*on_node);
+      const v1::SweepResponse* single_msg = at(*alone);
+      ASSERT_NE(msg, nullptr);
+      ASSERT_NE(single_msg, nullptr);
+      ++points;
+      const v1::SweepPoint& p = msg->point();
+      EXPECT_EQ(msg->node_name(), "dgx-a100-80gb");
+      EXPECT_EQ(msg->ranks(), 4);
+      EXPECT_EQ(msg->planned_h2d_gbps(), share.h2d_gbps);
+      EXPECT_EQ(msg->planned_d2h_gbps(), share.d2h_gbps);
+      EXPECT_EQ(p.budget_bytes(), planned->report().budget_bytes());
+      EXPECT_EQ(p.feasible(), r.result().feasible());
+      EXPECT_EQ(p.throughput_retained(), r.result().throughput_retained());
+      EXPECT_EQ(p.peak_activation_bytes(), r.result().peak_activation_bytes());
+      EXPECT_EQ(p.infeasible_reason(), r.result().infeasible_reason());
+      EXPECT_TRUE(p.unavailable().empty()) << p.unavailable();
+      EXPECT_FALSE(p.has_bound_retained());
+      EXPECT_FALSE(p.has_gap_to_bound());
+      EXPECT_THAT(p.bound_unavailable(),
+                  HasSubstr("the bound's model has one GPU's host link"));
+      EXPECT_TRUE(single_msg->node_name().empty());
+      EXPECT_EQ(single_msg->ranks(), 0);
+      if (p.throughput_retained() < single_msg->point().throughput_retained()) {
+        ++slower_on_the_node;
+      }
+    }
+  }
+  EXPECT_EQ(points, 2 * static_cast<int>(DefaultPolicyNames().size()));
+  // The node's shared uplinks show: not the GPU alone's answers.
+  EXPECT_GT(slower_on_the_node, 0);
 }
 
 TEST(SimulateNodeTest, ANodeRequestIsEstimatedAtItsRanksSimulations) {
@@ -341,7 +437,7 @@ TEST(SimulateNodeTest, ANodeRequestIsEstimatedAtItsRanksSimulations) {
 
 // A plan on a node judges every candidate on all its ranks and plans once
 // more for the GPU alone (the seed): (ranks + 1) times one GPU's plans, and
-// the solver's time twice.
+// the solver's time twice. A sweep on a node likewise, at every budget.
 TEST(SimulateNodeTest, ANodePlanIsEstimatedAtItsRanksAndTheSeed) {
   const PlanningWork one{.plans = 5, .solver_seconds = 2, .ranks = 1};
   const PlanningWork node = NodePlanWork(one, 8);
@@ -367,6 +463,25 @@ TEST(SimulateNodeTest, ANodePlanIsEstimatedAtItsRanksAndTheSeed) {
   EXPECT_TRUE(core.PlanStep(req, {}).ok());
   req.mutable_step()->set_node_name("dgx-a100-80gb");
   EXPECT_THAT(ErrorOf(core.PlanStep(req, {}).status(),
+                      absl::StatusCode::kResourceExhausted),
+              HasSubstr("--max_request_s"));
+
+  // The same for a sweep's 19 budgets (0.1 to 1.0 by 0.05), admitted or
+  // refused before any is planned.
+  const PlanningWork sweep =
+      SweepWork(*ResolvePolicies({}), 19, false, false, 2);
+  const CostEstimate c = EstimateCost(*g, 0, sweep.plans, 0, 1);
+  const PlanningWork sweep_on_node = NodePlanWork(sweep, 8);
+  const CostEstimate d =
+      EstimateCost(*g, 0, sweep_on_node.plans, 0, sweep_on_node.ranks);
+  limits.max_request_seconds = (c.seconds + d.seconds) / 2;
+  PlanningCore sweeps(limits);
+  v1::SweepRequest sweep_req;
+  *sweep_req.mutable_step() = req.step();
+  sweep_req.mutable_step()->clear_node();
+  EXPECT_TRUE(sweeps.StartSweep(sweep_req, {}).ok());
+  sweep_req.mutable_step()->set_node_name("dgx-a100-80gb");
+  EXPECT_THAT(ErrorOf(sweeps.StartSweep(sweep_req, {}).status(),
                       absl::StatusCode::kResourceExhausted),
               HasSubstr("--max_request_s"));
 }

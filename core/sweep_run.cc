@@ -1,7 +1,8 @@
 // PlanningCore::SweepBudgets and StartSweep: the Sweep RPC, one unit at a
 // time (SweepRun): every policy's point at each budget fraction, then the
 // smallest budget that keeps the target share, then the lowest budget of
-// each policy that was infeasible somewhere.
+// each policy that was infeasible somewhere. On a node every plan is made
+// and judged as Plan makes and judges it there (core/node_planning.h).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "core/admission.h"
+#include "core/node_planning.h"
 #include "core/planning_core.h"
 #include "core/policy_round.h"
 #include "core/request_convert.h"
@@ -93,7 +95,6 @@ absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
                                        const StopFn& stop,
                                        GraphSource* graphs) {
   SweepSpec spec;
-  SLACKSWAP_RETURN_IF_ERROR(RefuseNode(req.step(), "Sweep"));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.step,
                              ResolveStep(req.step(), limits, stop, graphs));
   SLACKSWAP_ASSIGN_OR_RETURN(spec.policies, ResolvePolicies(req.policies()));
@@ -137,14 +138,23 @@ absl::StatusOr<SweepSpec> ResolveSweep(const v1::SweepRequest& req,
 using Emit = std::function<absl::Status(const v1::SweepResponse&)>;
 
 // Every policy's point at budget fraction `f`, each emitted as soon as it
-// is computed (after the bound, when asked for, solved in `bounds`), and
-// added to `points`.
+// is computed (after the bound, when asked for, solved in `bounds`) in a
+// copy of `header`, and added to `points`. On a node, slackswap starts from
+// the GPU alone's plan too, as in a Plan request at this budget.
 absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
-                     double f, BoundSweep* bounds,
-                     std::vector<v1::SweepPoint>& points, const Emit& emit) {
+                     const v1::SweepResponse& header, double f,
+                     BoundSweep* bounds, std::vector<v1::SweepPoint>& points,
+                     const Emit& emit) {
   const int64_t peak = spec.step.graph().index.saved_bytes;
   const int64_t budget = Budget::Fraction(f).Resolve(peak);
+  PlanningContext at = runner.ctx;
+  at.budget_bytes = budget;
   PolicyRound round;
+  if (at.node != nullptr) {
+    SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Plan> alone,
+                               AlonePlan(at, spec.step.hw, spec.policies));
+    if (alone.has_value()) round.AddSeed(*std::move(alone));
+  }
   SLACKSWAP_RETURN_IF_ERROR(
       round.Run(spec.policies, [&](const PolicyInfo& policy, double*) {
         return runner.Quiet(policy.name, budget, &round.seeds(),
@@ -153,14 +163,11 @@ absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
   std::optional<double> bound;
   std::string bound_unavailable;
   if (spec.include_bound) {
-    PlanningContext at = runner.ctx;
-    at.budget_bytes = budget;
     SLACKSWAP_ASSIGN_OR_RETURN(
         bound, Bound(at, round.BoundStart(), &bound_unavailable, bounds));
   }
   for (const PolicyRound::Entry& e : round.entries()) {
-    v1::SweepResponse msg;
-    msg.set_unconstrained_peak_bytes(peak);
+    v1::SweepResponse msg = header;
     v1::SweepPoint& p = *msg.mutable_point();
     p.set_policy(e.policy->name);
     p.set_budget_fraction(f);
@@ -178,8 +185,8 @@ absl::Status SweepAt(const SweepSpec& spec, const PolicyRunner& runner,
       if (!e.policy->unbudgeted_reference && p.unavailable().empty()) {
         p.set_gap_to_bound(std::max(0.0, *bound - p.throughput_retained()));
       }
-    } else if (spec.include_bound && p.unavailable().empty()) {
-      p.set_unavailable("no bound: " + bound_unavailable);
+    } else if (spec.include_bound) {
+      p.set_bound_unavailable(bound_unavailable);
     }
     points.push_back(p);
     SLACKSWAP_RETURN_IF_ERROR(emit(msg));
@@ -233,24 +240,49 @@ absl::Status PolicyMinimum(const PlanningContext& ctx, const PolicyInfo& policy,
   return emit(msg);
 }
 
-// A sweep's state between units: the resolved request, its analysis and
-// context (which refer to them: never moved), the points so far, and,
-// while they are computed, the bound's model, kept from one budget to the
-// next (the fractions ascend: each budget's LP starts from the last one's
-// optimum).
+// What every point's message says of the request: the peak the fractions
+// are of and, on a node, the node and the rates its plans counted on.
+v1::SweepResponse PointHeader(const SweepSpec& spec,
+                              const std::optional<NodePlanning>& on_node) {
+  v1::SweepResponse header;
+  header.set_unconstrained_peak_bytes(spec.step.graph().index.saved_bytes);
+  if (on_node.has_value()) {
+    header.set_node_name(spec.step.node->name);
+    header.set_ranks(spec.step.ranks);
+    header.set_planned_h2d_gbps(on_node->planning_hw.h2d_gbps);
+    header.set_planned_d2h_gbps(on_node->planning_hw.d2h_gbps);
+  }
+  return header;
+}
+
+// A sweep's state between units: the resolved request, on a node its ranks
+// and planning GPU, its analysis and context (which refer to them: never
+// moved), the points so far, and, while they are computed, the bound's
+// model, kept from one budget to the next (the fractions ascend: each
+// budget's LP starts from the last one's optimum).
 class SweepRunImpl : public SweepRun {
  public:
-  SweepRunImpl(SweepSpec spec, StepAnalysis analysis, const StopFn& stop,
-               int64_t max_recompute_tasks, CoreObserver* observer)
+  // REQUIRES: `on_node` is PlanOnNode(spec->step); `analysis` is of the
+  // step on the GPU its plans are made for.
+  SweepRunImpl(std::unique_ptr<const SweepSpec> spec,
+               std::optional<NodePlanning> on_node, StepAnalysis analysis,
+               const StopFn& stop, int64_t max_recompute_tasks,
+               CoreObserver* observer)
       : spec_(std::move(spec)),
+        on_node_(std::move(on_node)),
         analysis_(std::move(analysis)),
-        ctx_{spec_.step.graph(), spec_.step.hw, analysis_,
-             std::max<int64_t>(1, spec_.step.graph().index.saved_bytes), stop},
-        runner_{ctx_, observer} {
+        ctx_{spec_->step.graph(),
+             on_node_.has_value() ? on_node_->planning_hw : spec_->step.hw,
+             analysis_,
+             std::max<int64_t>(1, spec_->step.graph().index.saved_bytes), stop},
+        runner_{ctx_, observer},
+        header_(PointHeader(*spec_, on_node_)) {
     ctx_.explain = false;  // sweep points carry no plans
-    ctx_.optimal_time_limit_s = spec_.optimal_time_limit_s;
+    ctx_.optimal_time_limit_s = spec_->optimal_time_limit_s;
     ctx_.max_recompute_tasks = max_recompute_tasks;
-    if (spec_.include_bound) bounds_.emplace(ctx_);
+    if (on_node_.has_value()) ctx_.node = &on_node_->ranks;
+    // On a node there is no bound to solve (Bound says why).
+    if (spec_->include_bound && ctx_.node == nullptr) bounds_.emplace(ctx_);
     Settle();
   }
   SweepRunImpl(const SweepRunImpl&) = delete;
@@ -269,16 +301,16 @@ class SweepRunImpl : public SweepRun {
     switch (phase_) {
       case Phase::kPoints:
         SLACKSWAP_RETURN_IF_ERROR(
-            SweepAt(spec_, runner_, spec_.fractions[index_],
+            SweepAt(*spec_, runner_, header_, spec_->fractions[index_],
                     bounds_ ? &*bounds_ : nullptr, points_, send));
         break;
       case Phase::kTargets:
         SLACKSWAP_RETURN_IF_ERROR(TargetAnswer(
-            spec_, runner_, *spec_.policies[index_], points_, send));
+            *spec_, runner_, *spec_->policies[index_], points_, send));
         break;
       case Phase::kMinimums:
         SLACKSWAP_RETURN_IF_ERROR(
-            PolicyMinimum(ctx_, *spec_.policies[index_], send));
+            PolicyMinimum(ctx_, *spec_->policies[index_], send));
         break;
       case Phase::kDone:
         return absl::FailedPreconditionError("the sweep is done");
@@ -296,11 +328,11 @@ class SweepRunImpl : public SweepRun {
   void Settle() {
     while (phase_ != Phase::kDone) {
       if (phase_ == Phase::kPoints) {
-        if (index_ < spec_.fractions.size()) return;
+        if (index_ < spec_->fractions.size()) return;
         bounds_.reset();  // the last budget's bound is done
-      } else if (index_ < spec_.policies.size()) {
-        const PolicyInfo& p = *spec_.policies[index_];
-        if (phase_ == Phase::kTargets ? AsksTarget(spec_, p)
+      } else if (index_ < spec_->policies.size()) {
+        const PolicyInfo& p = *spec_->policies[index_];
+        if (phase_ == Phase::kTargets ? AsksTarget(*spec_, p)
                                       : NeedsMinimum(p, points_)) {
           return;
         }
@@ -315,10 +347,12 @@ class SweepRunImpl : public SweepRun {
   }
 
   // Immutable after construction.
-  const SweepSpec spec_;
+  const std::unique_ptr<const SweepSpec> spec_;
+  const std::optional<NodePlanning> on_node_;
   const StepAnalysis analysis_;
   PlanningContext ctx_;
   const PolicyRunner runner_;
+  const v1::SweepResponse header_;
   // Progress.
   Phase phase_ = Phase::kPoints;
   size_t index_ = 0;
@@ -339,20 +373,25 @@ absl::Status PlanningCore::SweepBudgets(
 
 absl::StatusOr<std::unique_ptr<SweepRun>> PlanningCore::StartSweep(
     const v1::SweepRequest& req, const StopFn& stop) const {
-  SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec spec,
+  SLACKSWAP_ASSIGN_OR_RETURN(SweepSpec resolved,
                              ResolveSweep(req, limits_, stop, graphs_));
-  const Graph& g = spec.step.graph();
-  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(
-      g, req,
-      SweepWork(spec.policies, static_cast<int64_t>(spec.fractions.size()),
-                spec.target > 0, spec.include_bound,
-                spec.optimal_time_limit_s)));
+  // On the heap: a node's ranks point into its step.
+  auto spec = std::make_unique<const SweepSpec>(std::move(resolved));
+  std::optional<NodePlanning> on_node = PlanOnNode(spec->step);
+  const Graph& g = spec->step.graph();
+  PlanningWork work = SweepWork(
+      spec->policies, static_cast<int64_t>(spec->fractions.size()),
+      spec->target > 0, spec->include_bound, spec->optimal_time_limit_s);
+  if (on_node.has_value()) work = NodePlanWork(work, spec->step.ranks);
+  SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, work));
   if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
-  SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis,
-                             AnalyzeStep(g, spec.step.hw, stop));
-  return std::make_unique<SweepRunImpl>(std::move(spec), std::move(analysis),
-                                        stop, limits_.max_recompute_tasks,
-                                        observer_);
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      StepAnalysis analysis,
+      AnalyzeStep(g, on_node.has_value() ? on_node->planning_hw : spec->step.hw,
+                  stop));
+  return std::make_unique<SweepRunImpl>(std::move(spec), std::move(on_node),
+                                        std::move(analysis), stop,
+                                        limits_.max_recompute_tasks, observer_);
 }
 
 }  // namespace slackswap

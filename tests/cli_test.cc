@@ -25,10 +25,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/version.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/message.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -170,14 +172,24 @@ Outcome RunBinary(const char* binary, const std::vector<std::string>& args) {
   return o;
 }
 
+// Whether `json` parses as `message`; the parser's error and the start of
+// the text when not.
+::testing::AssertionResult ParsedJson(const std::string& json,
+                                      google::protobuf::Message* message) {
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(json, message);
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << status.ToString() << "\n"
+                                       << json.substr(0, 2000);
+}
+
 Outcome Slackswap(const std::vector<std::string>& args) {
   return RunBinary(SLACKSWAP_BIN, args);
 }
 
 v1::SimulationResult ParseResult(const std::string& json) {
   v1::SimulationResult r;
-  auto status = google::protobuf::util::JsonStringToMessage(json, &r);
-  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json.substr(0, 2000);
+  EXPECT_TRUE(ParsedJson(json, &r));
   return r;
 }
 
@@ -483,9 +495,7 @@ TEST(ListTest, ListsEveryPolicyHardwareProfileAndWorkload) {
   Outcome workloads = Slackswap({"list", "workloads", "--json"});
   ASSERT_EQ(workloads.code, 0) << workloads;
   v1::ListWorkloadsResponse parsed;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(workloads.out, &parsed).ok())
-      << workloads;
+  ASSERT_TRUE(ParsedJson(workloads.out, &parsed));
   ASSERT_EQ(parsed.workloads_size(), static_cast<int>(WorkloadNames().size()));
   for (int i = 0; i < parsed.workloads_size(); ++i) {
     EXPECT_EQ(parsed.workloads(i).name(), WorkloadNames()[i]);
@@ -512,9 +522,7 @@ TEST(ListTest, ListsNodesAsATableAndAsJson) {
   Outcome json = Slackswap({"list", "nodes", "--json"});
   ASSERT_EQ(json.code, 0) << json;
   v1::ListNodesResponse parsed;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(json.out, &parsed).ok())
-      << json;
+  ASSERT_TRUE(ParsedJson(json.out, &parsed));
   ASSERT_EQ(parsed.nodes_size(), static_cast<int>(NodeNames().size()));
   for (int i = 0; i < parsed.nodes_size(); ++i) {
     EXPECT_EQ(parsed.nodes(i).name(), NodeNames()[i]);
@@ -628,9 +636,7 @@ TEST(DataParallelTest, PlanAndSimulateTakeTheDdpStepAsOneRank) {
     Outcome plan = Slackswap(args);
     ASSERT_EQ(plan.code, 0) << plan;
     v1::PlanReport report;
-    ASSERT_TRUE(
-        google::protobuf::util::JsonStringToMessage(plan.out, &report).ok())
-        << plan.out;
+    ASSERT_TRUE(ParsedJson(plan.out, &report));
     ASSERT_EQ(report.results_size(), 1);
     EXPECT_TRUE(report.results(0).result().feasible());
     EXPECT_GE(report.results(0).result().step_ns(), single.ideal_step_ns());
@@ -646,9 +652,7 @@ TEST(DataParallelTest, TheDocsHandWrittenAllReduceIsAValidOp) {
   const size_t end = doc.find("}}", begin);
   ASSERT_NE(end, std::string::npos);
   v1::Op op;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  doc.substr(begin, end + 2 - begin), &op)
-                  .ok());
+  ASSERT_TRUE(ParsedJson(doc.substr(begin, end + 2 - begin), &op));
   EXPECT_EQ(op.collective().bytes(), 25 << 20);  // one bucket's cap
   // After the backward op of a one-op step (reading nothing).
   v1::OperatorGraph g;
@@ -750,9 +754,7 @@ TEST(FullyShardedTest, WorkloadHasTheDocsCollectivesAndPlans) {
     Outcome plan = Slackswap(args);
     ASSERT_EQ(plan.code, 0) << plan;
     v1::PlanReport report;
-    ASSERT_TRUE(
-        google::protobuf::util::JsonStringToMessage(plan.out, &report).ok())
-        << plan.out;
+    ASSERT_TRUE(ParsedJson(plan.out, &report));
     ASSERT_EQ(report.results_size(), 1);
     EXPECT_TRUE(report.results(0).result().feasible());
     EXPECT_GT(report.results(0).result().step_ns(), 0);
@@ -876,6 +878,61 @@ TEST(NodePlanTest, PlanTakesANodeAndDrawsIt) {
                      "INVALID_ARGUMENT", "--ranks is for --node");
 }
 
+// sweep --node: every budget's plans are plan --node's, judged on the
+// node; the table says so, and that the node has no bound.
+TEST(NodePlanTest, SweepTakesANodeAsPlanDoes) {
+  const std::vector<std::string> step = {"--workload", "gpt2-xl",
+                                         "--layers",   "2",
+                                         "--node",     "dgx-a100-80gb",
+                                         "--ranks",    "2",
+                                         "--policy",   "swap_only,slackswap"};
+  std::vector<std::string> args = {"sweep", "--budgets", "0.5:0.5:0.1",
+                                   "--include-bound"};
+  args.insert(args.end(), step.begin(), step.end());
+  Outcome table = Slackswap(args);
+  ASSERT_EQ(table.code, 0) << table;
+  const Node dgx = *FindNode("dgx-a100-80gb");
+  const Hardware share = FairShareGpu(dgx, 2);
+  EXPECT_THAT(table.out, HasSubstr(absl::StrCat("gpt2-xl on ", dgx.gpu.name,
+                                                ": retained throughput")));
+  EXPECT_THAT(table.out,
+              HasSubstr(absl::StrFormat(
+                  "on node dgx-a100-80gb, 2 ranks: each rank's plan counts on "
+                  "%.2f GB/s H2D and %.2f GB/s D2H (its share of the shared "
+                  "links); every point is the whole node simulated",
+                  share.h2d_gbps, share.d2h_gbps)));
+  EXPECT_THAT(table.out, HasSubstr("bound unavailable: the bound's model has "
+                                   "one GPU's host link"));
+
+  args.push_back("--json");
+  Outcome json = Slackswap(args);
+  ASSERT_EQ(json.code, 0) << json;
+  v1::SweepReport sweep;
+  ASSERT_TRUE(ParsedJson(json.out, &sweep));
+  EXPECT_EQ(sweep.node_name(), "dgx-a100-80gb");
+  EXPECT_EQ(sweep.ranks(), 2);
+  EXPECT_EQ(sweep.planned_h2d_gbps(), share.h2d_gbps);
+  std::vector<std::string> plan_args = {"plan", "--budget", "0.5", "--json"};
+  plan_args.insert(plan_args.end(), step.begin(), step.end());
+  Outcome plan = Slackswap(plan_args);
+  ASSERT_EQ(plan.code, 0) << plan;
+  v1::PlanReport report;
+  ASSERT_TRUE(ParsedJson(plan.out, &report));
+  ASSERT_EQ(sweep.points_size(), 2);
+  ASSERT_EQ(report.results_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(report.results(i).policy());
+    EXPECT_EQ(sweep.points(i).policy(), report.results(i).policy());
+    EXPECT_EQ(sweep.points(i).throughput_retained(),
+              report.results(i).result().throughput_retained());
+    EXPECT_EQ(sweep.points(i).peak_activation_bytes(),
+              report.results(i).result().peak_activation_bytes());
+  }
+  ExpectOneLineError(
+      Slackswap({"sweep", "--workload", "gpt2-xl", "--ranks", "2"}),
+      "INVALID_ARGUMENT", "--ranks is for --node");
+}
+
 TEST(TensorParallelTest, LayoutsThatDoNotSplitAreRefused) {
   const std::string path = TempPath("tp_bad.json");
   for (const char* bad : {"0", "65", "-1", "4294967298"}) {
@@ -929,9 +986,7 @@ TEST(OutputTest, TraceIsJsonWithTraceEvents) {
   ASSERT_EQ(o.code, 0) << o;
   EXPECT_THAT(o.out, HasSubstr("step"));  // the summary is still printed
   Struct parsed;
-  auto status =
-      google::protobuf::util::JsonStringToMessage(ReadAll(trace), &parsed);
-  ASSERT_TRUE(status.ok()) << status.ToString();
+  ASSERT_TRUE(ParsedJson(ReadAll(trace), &parsed));
   auto it = parsed.fields().find("traceEvents");
   ASSERT_NE(it, parsed.fields().end());
   ASSERT_TRUE(it->second.has_list_value());
@@ -1000,8 +1055,7 @@ SmallWorkload ReadSmallWorkload() {
       {"workload", "--workload", "gpt2-xl", "--layers", "2", "--out", path});
   EXPECT_EQ(o.code, 0) << o;
   v1::OperatorGraph g;
-  auto status = google::protobuf::util::JsonStringToMessage(ReadAll(path), &g);
-  EXPECT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(ParsedJson(ReadAll(path), &g));
   for (const v1::Tensor& t : g.tensors()) {
     w.tensor_id[t.name()] = t.id();
     w.tensor_bytes[t.name()] = t.size_bytes();
@@ -1194,8 +1248,7 @@ TEST(DeviceTest, ABudgetNothingMeetsStillPrintsJson) {
                          "--budget", "1KB", "--policy", "slackswap", "--json"});
   ASSERT_EQ(o.code, 0) << o;
   v1::PlanReport report;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &report).ok())
-      << o.out;
+  ASSERT_TRUE(ParsedJson(o.out, &report));
   EXPECT_THAT(report.budget_unmet(), HasSubstr("cannot be met"));
   ASSERT_EQ(report.results_size(), 1);
   EXPECT_FALSE(report.results(0).result().feasible());
@@ -1213,7 +1266,7 @@ TEST(DeviceTest, TheDeviceBudgetFlag) {
                          "--policy", "slackswap", "--json"});
   ASSERT_EQ(o.code, 0) << o;
   v1::PlanReport report;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &report).ok());
+  ASSERT_TRUE(ParsedJson(o.out, &report));
   EXPECT_TRUE(report.budget_device());
   EXPECT_EQ(report.device().headroom_bytes(), 4'000'000'000);
   EXPECT_TRUE(report.device().fits_device());
@@ -1243,8 +1296,7 @@ TEST(FitTest, RanksTheGivenProfilesAsJsonToo) {
                  "a100-40gb-pcie4,a100-80gb-pcie4,h100-pcie5", "--json"});
   ASSERT_EQ(o.code, 0) << o;
   v1::FitResponse resp;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &resp).ok())
-      << o.out;
+  ASSERT_TRUE(ParsedJson(o.out, &resp));
   ASSERT_EQ(resp.results_size(), 3);
   EXPECT_EQ(resp.results(0).hardware_name(), "h100-pcie5");
   EXPECT_EQ(resp.results(1).hardware_name(), "a100-80gb-pcie4");
@@ -1299,8 +1351,7 @@ TEST(FitTest, AJobTakesNodesLayoutsAndPricesAsJsonToo) {
                          "--prices", "40,30", "--json"});
   ASSERT_EQ(o.code, 0) << o;
   v1::FitResponse resp;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &resp).ok())
-      << o.out;
+  ASSERT_TRUE(ParsedJson(o.out, &resp));
   EXPECT_EQ(resp.global_batch(), 16);
   EXPECT_EQ(resp.ranked_by(), "cost_per_1000_steps");
   ASSERT_EQ(resp.results_size(), 4);
@@ -1378,8 +1429,7 @@ TEST(NodeTest, JsonIsASimulateResponseWithEveryRank) {
   Outcome o = Slackswap(NodeArgs({"--json"}));
   ASSERT_EQ(o.code, 0) << o;
   v1::SimulateResponse resp;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(o.out, &resp).ok())
-      << o;
+  ASSERT_TRUE(ParsedJson(o.out, &resp));
   ASSERT_EQ(resp.node().ranks_size(), 8);
   EXPECT_EQ(resp.node().node_name(), "dgx-a100-80gb");
   EXPECT_EQ(resp.result().step_ns(), resp.node().step_ns());
@@ -1398,9 +1448,7 @@ TEST(NodeTest, TheTraceHasAProcessPerRankAndACounterPerLink) {
       Slackswap(NodeArgs({"--ranks", "2", "--plan", plan, "--trace", trace}));
   ASSERT_EQ(o.code, 0) << o;
   Struct parsed;
-  ASSERT_TRUE(
-      google::protobuf::util::JsonStringToMessage(ReadAll(trace), &parsed)
-          .ok());
+  ASSERT_TRUE(ParsedJson(ReadAll(trace), &parsed));
   std::map<int, std::string> processes;
   std::map<std::string, int> counters;
   for (const Value& e :

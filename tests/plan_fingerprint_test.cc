@@ -124,6 +124,10 @@ absl::StatusOr<v1::SweepReport> SweepAsTheCli(const v1::StepSpec& step) {
         if (msg.has_point()) {
           *report.add_points() = msg.point();
           report.set_unconstrained_peak_bytes(msg.unconstrained_peak_bytes());
+          report.set_node_name(msg.node_name());
+          report.set_ranks(msg.ranks());
+          report.set_planned_h2d_gbps(msg.planned_h2d_gbps());
+          report.set_planned_d2h_gbps(msg.planned_d2h_gbps());
         }
         if (msg.has_target()) *report.add_targets() = msg.target();
         if (msg.has_minimum()) *report.add_minimums() = msg.minimum();
