@@ -18,6 +18,13 @@ inline int64_t SaturatingAdd(int64_t a, int64_t b) {
                : std::numeric_limits<int64_t>::min();
 }
 
+inline int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t out;
+  if (!__builtin_sub_overflow(a, b, &out)) return out;
+  return b < 0 ? std::numeric_limits<int64_t>::max()
+               : std::numeric_limits<int64_t>::min();
+}
+
 inline int64_t SaturatingMul(int64_t a, int64_t b) {
   int64_t out;
   if (!__builtin_mul_overflow(a, b, &out)) return out;
@@ -34,6 +41,16 @@ inline int64_t SaturatingCeil(double x) {
   if (x <= 0) return 0;
   const int64_t whole = static_cast<int64_t>(x);
   return static_cast<double>(whole) < x ? whole + 1 : whole;
+}
+
+// x rounded toward zero as int64, the nearest int64 limit when it does not
+// fit, 0 for NaN.
+inline int64_t SaturatingTrunc(double x) {
+  constexpr double kLimit = 9223372036854775808.0;  // 2^63, exact
+  if (x != x) return 0;
+  if (x >= kLimit) return std::numeric_limits<int64_t>::max();
+  if (x < -kLimit) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(x);
 }
 
 }  // namespace slackswap

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "common/format.h"
+#include "common/saturating.h"
 #include "io/link_load.h"
 
 namespace slackswap {
@@ -155,7 +156,7 @@ struct TimeScale {
   }
   double ColumnX(int c) const { return kPlotLeft + kPlotWidth * c / columns; }
   int64_t ColumnStart(int c) const {
-    return static_cast<int64_t>(static_cast<double>(end_ns) * c / columns);
+    return SaturatingTrunc(static_cast<double>(end_ns) * c / columns);
   }
   int Column(int64_t ns) const {
     const double c = static_cast<double>(ns) * columns / end_ns;
@@ -199,8 +200,9 @@ struct ValueScale {
   double height = 1;
   int64_t max = 1;
 
-  double Y(int64_t v) const {
-    return bottom - height * static_cast<double>(v) / static_cast<double>(max);
+  double Y(int64_t v) const { return Y(static_cast<double>(v)); }
+  double Y(double v) const {
+    return bottom - height * v / static_cast<double>(max);
   }
 };
 
@@ -297,7 +299,7 @@ void MemoryAxis(const ValueScale& s, std::string* out) {
   std::string grid;
   std::string labels;
   for (int i = 0; i * step <= max_gb + 1e-12; ++i) {
-    const double y = s.Y(static_cast<int64_t>(i * step * 1e9));
+    const double y = s.Y(i * step * 1e9);
     absl::StrAppend(&grid, "M", Px(kPlotLeft), " ", Px(y), "H",
                     Px(kPlotLeft + kPlotWidth));
     Text(kPlotLeft - 6, y + 3, absl::StrCat(TickLabel(i * step, step), " GB"),
@@ -311,15 +313,17 @@ void MemoryAxis(const ValueScale& s, std::string* out) {
 // The most bytes a result's memory reaches: static, activation and
 // transient bytes together, the allocator's reserve, the budget.
 int64_t MemoryExtent(const v1::SimulationResult& r) {
-  int64_t most =
-      r.static_bytes() + r.peak_activation_bytes() + r.peak_transient_bytes();
+  int64_t most = SaturatingAdd(
+      r.static_bytes(),
+      SaturatingAdd(r.peak_activation_bytes(), r.peak_transient_bytes()));
   for (const v1::MemoryPoint& p : r.memory_timeline()) {
-    most = std::max(
-        most, r.static_bytes() + p.activation_bytes() + p.transient_bytes());
+    most = std::max(most, SaturatingAdd(r.static_bytes(),
+                                        SaturatingAdd(p.activation_bytes(),
+                                                      p.transient_bytes())));
     most = std::max(most, p.reserved_bytes());
   }
   if (r.budget_bytes() > 0) {
-    most = std::max(most, r.static_bytes() + r.budget_bytes());
+    most = std::max(most, SaturatingAdd(r.static_bytes(), r.budget_bytes()));
   }
   if (r.has_device()) most = std::max(most, r.device().peak_reserved_bytes());
   return std::max<int64_t>(most, 1);
@@ -333,10 +337,11 @@ constexpr int64_t kDeviceOnScale = 3;
 // device's capacity when that is on the scale.
 int64_t ChartTop(const v1::SimulationResult& r) {
   const int64_t used = MemoryExtent(r);
-  int64_t top = used + used / 10;
-  if (r.has_device() && r.device().capacity_bytes() <= kDeviceOnScale * used) {
-    top = std::max(
-        top, r.device().capacity_bytes() + r.device().capacity_bytes() / 20);
+  int64_t top = SaturatingAdd(used, used / 10);
+  if (r.has_device() &&
+      r.device().capacity_bytes() <= SaturatingMul(kDeviceOnScale, used)) {
+    top = std::max(top, SaturatingAdd(r.device().capacity_bytes(),
+                                      r.device().capacity_bytes() / 20));
   }
   return top;
 }
@@ -381,9 +386,9 @@ void MemoryChart(const v1::SimulationResult& r, const TimeScale& t,
   activation.push_back({0, fixed});
   total.push_back({0, fixed});
   for (const v1::MemoryPoint& p : r.memory_timeline()) {
-    activation.push_back({p.time_ns(), fixed + p.activation_bytes()});
-    total.push_back(
-        {p.time_ns(), fixed + p.activation_bytes() + p.transient_bytes()});
+    const int64_t live = SaturatingAdd(fixed, p.activation_bytes());
+    activation.push_back({p.time_ns(), live});
+    total.push_back({p.time_ns(), SaturatingAdd(live, p.transient_bytes())});
     reserved.push_back({p.time_ns(), p.reserved_bytes()});
   }
   // Painted back to front: each layer's outline includes those below it.
@@ -409,7 +414,7 @@ void MemoryChart(const v1::SimulationResult& r, const TimeScale& t,
   }
   std::string labels;
   if (r.budget_bytes() > 0) {
-    const double y = std::round(s.Y(fixed + r.budget_bytes()));
+    const double y = std::round(s.Y(SaturatingAdd(fixed, r.budget_bytes())));
     HorizontalLine(y, kBudgetColor, "8,4", absl::StrCat(id, "-budget"), out);
     Text(kPlotLeft + 4, y - 4,
          absl::StrCat("budget ", FormatBytes(r.budget_bytes()),
@@ -429,8 +434,9 @@ void MemoryChart(const v1::SimulationResult& r, const TimeScale& t,
                       DeviceVerdict(d)),
          &labels,
          absl::StrCat("text-anchor=\"end\" fill=\"", kDeviceColor, "\""));
-    const int64_t usable =
-        d.capacity_bytes() - d.framework_reserve_bytes() - d.headroom_bytes();
+    const int64_t usable = SaturatingSub(
+        SaturatingSub(d.capacity_bytes(), d.framework_reserve_bytes()),
+        d.headroom_bytes());
     if (usable > 0 && usable < d.capacity_bytes()) {
       HorizontalLine(std::round(s.Y(usable)), kDeviceColor, "2,3",
                      absl::StrCat(id, "-usable"), out);
@@ -493,7 +499,7 @@ double Lanes(const v1::SimulationResult& r, const TimeScale& t, double top,
       const int first = t.Column(start);
       if (kMarkerColors[kind][0] != '\0') marked[first][kind] = true;
       if (end == start) {
-        busy[first][kind] += 1;  // an instant: still seen
+        busy[first][kind] = SaturatingAdd(busy[first][kind], 1);  // seen
         continue;
       }
       const int last = t.Column(end - 1);
@@ -501,7 +507,8 @@ double Lanes(const v1::SimulationResult& r, const TimeScale& t, double top,
         const int64_t from = std::max(start, t.ColumnStart(c));
         const int64_t to =
             c + 1 == t.columns ? end : std::min(end, t.ColumnStart(c + 1));
-        busy[c][kind] += std::max<int64_t>(to - from, 1);
+        busy[c][kind] =
+            SaturatingAdd(busy[c][kind], std::max<int64_t>(to - from, 1));
       }
     }
     // Runs of columns with the same busiest kind, one rectangle each.
@@ -745,7 +752,7 @@ std::vector<int> LinksDrawn(const v1::NodeSimulation& n) {
   }
   if (links.size() > static_cast<size_t>(kMaxSvgLinkPanels)) {
     auto bytes = [&](int i) {
-      return n.links(i).h2d_bytes() + n.links(i).d2h_bytes();
+      return SaturatingAdd(n.links(i).h2d_bytes(), n.links(i).d2h_bytes());
     };
     std::stable_sort(links.begin(), links.end(),
                      [&](int a, int b) { return bytes(a) > bytes(b); });

@@ -1,6 +1,7 @@
 #include "io/svg_report.h"
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -373,6 +374,29 @@ TEST(SvgReportTest, AResultWithoutEventsOrTimelineStillDraws) {
   EXPECT_FALSE(HasId(o, "r0-memory-budget"));
   EXPECT_FALSE(HasId(o, "r0-memory-device"));
   EXPECT_THAT(svg, Not(HasSubstr("<g fill=\"#59a14f\">")));
+}
+
+// Sizes and times at the int64 limits (a GPU claiming exabytes, a step that
+// saturated) draw a well-formed chart: every sum on the scale saturates.
+TEST(SvgReportTest, SizesAndTimesAtTheLimitsStillDraw) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  v1::SimulationResult r = SmallStep();
+  r.set_budget_bytes(kMax - 127);
+  r.set_step_ns(kMax);
+  r.mutable_device()->set_capacity_bytes(kMax);
+  r.mutable_device()->set_framework_reserve_bytes(
+      std::numeric_limits<int64_t>::min());
+  r.mutable_device()->set_headroom_bytes(kMax);
+  r.mutable_memory_timeline(3)->set_activation_bytes(kMax);
+  r.mutable_memory_timeline(3)->set_transient_bytes(kMax);
+  AddStreamEvent(r, v1::STREAM_COMPUTE, v1::EVENT_KIND_OP, "long", 0, kMax);
+  AddStreamEvent(r, v1::STREAM_COMPUTE, v1::EVENT_KIND_OP, "long2", 0, kMax);
+  const std::string svg = SvgReport(r, "limits");
+  const XmlOutline o = Outline(svg);
+  ASSERT_EQ(o.error, "") << svg;
+  EXPECT_TRUE(HasId(o, "r0-memory-budget"));
+  EXPECT_THAT(svg, Not(HasSubstr("nan")));
+  EXPECT_THAT(svg, Not(HasSubstr("inf")));
 }
 
 }  // namespace
