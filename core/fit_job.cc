@@ -407,6 +407,11 @@ absl::StatusOr<v1::FitResponse> PlanningCore::FitJob(const v1::FitRequest& req,
       out.set_layout_name(LayoutName(layout, node.num_gpus));
       out.set_ranks(node.num_gpus);
       SetCost(spec.prices[n], out);
+      if (observer_ != nullptr) {
+        // Inline nodes are one series: their names are the caller's.
+        observer_->FitNode(spec.node_refs[n].has_node_inline() ? "" : node.name,
+                           FitVerdictOf(out));
+      }
       *resp.add_results() = std::move(out);
     }
   }

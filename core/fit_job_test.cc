@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/fit_profile.h"
 #include "core/planning_core.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,7 +17,9 @@
 namespace slackswap {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
 
 // A small Llama (2 layers, sequence 128): every answer is a whole search on
 // 4 or 8 ranks, kept fast.
@@ -181,6 +184,39 @@ TEST(FitJobTest, AdmissionCountsEveryRankOfEveryLayout) {
       core.FitStep(SmallJob({"dgx-a100-80gb", "hgx-h100-sxm"}, 64), {});
   EXPECT_EQ(fit.status().code(), absl::StatusCode::kResourceExhausted)
       << fit.status();
+}
+
+// The observer hears of every node answered, by its catalog name, with the
+// verdict its row gives; a node given inline is one series ("") even when
+// its name repeats a catalog node's, and a layout the node cannot run is a
+// "no" like any other.
+TEST(FitJobTest, TheObserverCountsEachNodesVerdictByCatalogName) {
+  class NodeVerdicts : public CoreObserver {
+   public:
+    void FitNode(const std::string& node_name,
+                 const std::string& verdict) override {
+      heard.push_back(absl::StrCat(node_name, ":", verdict));
+    }
+    std::vector<std::string> heard;
+  };
+  NodeVerdicts observer;
+  const PlanningCore core(CoreLimits{}, &observer);
+  // A global batch of 4 runs on the 4 GPUs of the GH200 node and on none
+  // of the DGX's 8.
+  v1::FitRequest req = SmallJob({"gh200-4x"}, 4);
+  v1::NodeProfile dgx = NodeToProto(*FindNode("dgx-a100-80gb"));
+  *req.add_nodes()->mutable_node_inline() = dgx;
+  absl::StatusOr<v1::FitResponse> fit = core.FitStep(req, {});
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  ASSERT_EQ(fit->results_size(), 4);
+  std::vector<std::string> answered;
+  for (const v1::FitResult& f : fit->results()) {
+    answered.push_back(absl::StrCat(
+        f.node_name() == "gh200-4x" ? "gh200-4x" : "", ":", FitVerdictOf(f)));
+  }
+  EXPECT_THAT(observer.heard, UnorderedElementsAreArray(answered));
+  EXPECT_THAT(observer.heard, Contains(":does_not_fit").Times(2));
+  EXPECT_THAT(observer.heard, Contains(HasSubstr("gh200-4x:fits")).Times(2));
 }
 
 TEST(FitJobTest, EveryFieldIsValidated) {

@@ -1,5 +1,6 @@
-// The answers a Fit request gives per hardware profile, as metrics label
-// them (server/metrics.h: slackswap_fit_profiles_total{verdict}).
+// The answers a Fit request gives per hardware profile or node, as metrics
+// label them (server/metrics.h: slackswap_fit_profiles_total{verdict},
+// slackswap_fit_nodes_total{node,verdict}).
 //
 //   observer->FitProfile(kFitVerdicts[0]);  // "fits"
 #ifndef SLACKSWAP_CORE_FIT_VERDICTS_H_

@@ -16,6 +16,7 @@
 #include "core/admission.h"
 #include "core/device_fit.h"
 #include "core/node_planning.h"
+#include "core/plan_scopes.h"
 #include "core/planning_core.h"
 #include "core/policy_round.h"
 #include "core/request_convert.h"
@@ -384,7 +385,10 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
                       req.include_bound(), spec.optimal_time_limit_s);
   if (on_node.has_value()) work = NodePlanWork(work, spec.step.ranks);
   SLACKSWAP_RETURN_IF_ERROR(CheckRequestCost(g, req, work));
-  if (observer_ != nullptr) observer_->GraphOps(g.ops.size());
+  if (observer_ != nullptr) {
+    observer_->GraphOps(g.ops.size());
+    observer_->PlanAdmitted(on_node.has_value() ? kNodeScope : kGpuScope);
+  }
   const Hardware& hw =
       on_node.has_value() ? on_node->planning_hw : spec.step.hw;
   SLACKSWAP_ASSIGN_OR_RETURN(StepAnalysis analysis, AnalyzeStep(g, hw, stop));

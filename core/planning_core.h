@@ -61,6 +61,26 @@ class CoreObserver {
                          bool feasible) {}
   // One profile of a Fit request answered: `verdict` is kFitVerdicts'.
   virtual void FitProfile(const std::string& verdict) {}
+  // One node of a Fit request answered: `node_name` is the catalog node's
+  // name (model/node.h NodeCatalog) for a node given by name, and "" for a
+  // node given inline (whose own name may repeat a catalog node's); metrics
+  // count every name outside the catalog as one "inline" node. `verdict` is
+  // kFitVerdicts'.
+  virtual void FitNode(const std::string& node_name,
+                       const std::string& verdict) {}
+  // A Plan request admitted (validated, and within the cost limits), once
+  // per request, before any planning: `scope` is kGpuScope or kNodeScope
+  // (core/plan_scopes.h). Counted per request rather than per policy run:
+  // a request's runs vary with its policies and budget, and Sweep runs
+  // policies too.
+  virtual void PlanAdmitted(const std::string& scope) {}
+  // One node simulation the core timed itself: a plan lowered and run on
+  // every rank of a node together (SimulateNode), for one policy's reported
+  // result of a node plan or for a Simulate on a node, taking `seconds` of
+  // wall time. The node runs a policy makes while planning (judging seeds,
+  // searching budgets) count in its planner time instead: planner/ and
+  // sim/ have no clock.
+  virtual void NodeSimulation(double seconds) {}
 };
 
 // A sweep computed one unit at a time (a budget's points, one target

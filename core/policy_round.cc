@@ -31,6 +31,7 @@ absl::StatusOr<PlanOutcome> PolicyRunner::Run(const std::string& policy,
   if (observer != nullptr) {
     observer->PolicyRun(policy, planner_seconds, simulator_seconds,
                         result.throughput_retained, result.feasible);
+    if (ctx.node != nullptr) observer->NodeSimulation(simulator_seconds);
   }
   if (seconds != nullptr) *seconds = planner_seconds + simulator_seconds;
   return PlanOutcome{std::move(plan), std::move(result), std::move(node)};

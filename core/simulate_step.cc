@@ -26,14 +26,17 @@ namespace {
 // The plan lowered once and run on ranks 0..step.ranks-1 of the node, the
 // rank's GPU its index. Ranks' graphs differ only in their collectives'
 // groups, which neither the op durations nor the lowering read: rank 0's
-// serve every rank.
+// serve every rank. The lowering and the run are reported to `observer`
+// (may be null) as one node simulation, the span a node plan's
+// simulator_seconds covers (planner/policy.h SimulatePlan).
 absl::Status SimulateOnNode(const Step& step, const slackswap::Plan& plan,
-                            const SimOptions& opts,
+                            const SimOptions& opts, CoreObserver* observer,
                             v1::SimulateResponse* resp) {
   const Graph& g = step.graph();
   const Node& node = *step.node;
   absl::StatusOr<OpDurations> durations = ComputeDurations(g, node.gpu);
   if (!durations.ok()) return InField("plan", durations.status());
+  Stopwatch watch;
   LoweringLimits limits;
   limits.max_recompute_tasks = opts.max_recompute_tasks;
   limits.should_stop = opts.should_stop;
@@ -48,6 +51,7 @@ absl::Status SimulateOnNode(const Step& step, const slackswap::Plan& plan,
                      .schedule = &*schedule});
   }
   absl::StatusOr<NodeSimResult> r = SimulateNode(node, ranks, opts);
+  if (r.ok() && observer != nullptr) observer->NodeSimulation(watch.Lap());
   // Its refusals are about the ranks: a collective's group that names a
   // rank the step does not run, or leaves out the rank that issues it.
   if (!r.ok()) return InField("step.ranks", r.status());
@@ -128,7 +132,8 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
       req.allocator().expandable_segments();
   v1::SimulateResponse resp;
   if (step.node.has_value()) {
-    SLACKSWAP_RETURN_IF_ERROR(SimulateOnNode(step, plan, opts, &resp));
+    SLACKSWAP_RETURN_IF_ERROR(
+        SimulateOnNode(step, plan, opts, observer_, &resp));
   } else {
     absl::StatusOr<SimResult> r = slackswap::Simulate(g, step.hw, plan, opts);
     if (!r.ok()) return InField("plan", r.status());

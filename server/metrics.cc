@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "civetweb.h"
 #include "core/fit_verdicts.h"
+#include "core/plan_scopes.h"
+#include "model/node.h"
 #include "prometheus/text_serializer.h"
 
 namespace slackswap {
@@ -51,6 +53,18 @@ int OnlyMetricsPath(mg_connection* conn) {
   mg_send_http_error(conn, 404, "%s", "Not Found");
   return 404;
 }
+
+// The counter of `key` in `counters` (a fixed set, created at start-up)
+// goes up; a key outside the set is dropped rather than made a new series.
+template <typename Key>
+void IncrementIfKnown(const absl::flat_hash_map<Key, Counter*>& counters,
+                      const Key& key) {
+  auto it = counters.find(key);
+  if (it != counters.end()) it->second->Increment();
+}
+
+// slackswap_fit_nodes_total's node label for every node outside the catalog.
+constexpr char kInlineNode[] = "inline";
 
 const CivetCallbacks& ExposerCallbacks() {
   static const CivetCallbacks* const callbacks = [] {
@@ -133,12 +147,37 @@ ServiceMetrics::ServiceMetrics(const std::string& version,
                               "Ops in each graph the service was asked to "
                               "plan.")
                      .Add({}, GraphOpsBuckets())),
-      fit_family_(NewCounter(*registry_, "slackswap_fit_profiles_total",
-                             "Hardware profiles Fit requests were answered "
-                             "for, by verdict: fits (as it is), "
-                             "fits_with_plan, does_not_fit.")) {
+      node_simulation_(NewHistogram(*registry_,
+                                    "slackswap_node_simulation_seconds",
+                                    "Time one simulation of a plan on every "
+                                    "rank of a node took (a policy's result "
+                                    "of a node Plan, or a Simulate on a "
+                                    "node), in seconds.")
+                           .Add({}, StageSecondsBuckets())) {
+  Family<Counter>& fit_profiles =
+      NewCounter(*registry_, "slackswap_fit_profiles_total",
+                 "Hardware profiles Fit requests were answered for, by "
+                 "verdict: fits (as it is), fits_with_plan, does_not_fit.");
+  Family<Counter>& fit_nodes = NewCounter(
+      *registry_, "slackswap_fit_nodes_total",
+      "Nodes Fit requests were answered for, by node (a catalog node's name, "
+      "or inline) and verdict: fits (as it is), fits_with_plan, "
+      "does_not_fit.");
+  std::vector<std::string> nodes = {kInlineNode};
+  for (const Node& node : NodeCatalog()) nodes.push_back(node.name);
   for (const char* verdict : kFitVerdicts) {
-    fit_profiles_[verdict] = &fit_family_.Add({{"verdict", verdict}});
+    fit_profiles_[verdict] = &fit_profiles.Add({{"verdict", verdict}});
+    for (const std::string& node : nodes) {
+      fit_nodes_[{node, verdict}] =
+          &fit_nodes.Add({{"node", node}, {"verdict", verdict}});
+    }
+  }
+  Family<Counter>& plans =
+      NewCounter(*registry_, "slackswap_plans_total",
+                 "Plan requests admitted for planning, by scope: gpu (one "
+                 "GPU) or node (the ranks of a node).");
+  for (const char* scope : kPlanScopes) {
+    plans_[scope] = &plans.Add({{"scope", scope}});
   }
   NewGauge(*registry_, "slackswap_build_info",
            "Build of the running service; always 1.")
@@ -310,8 +349,23 @@ void ServiceMetrics::PolicyRun(const std::string& policy,
 }
 
 void ServiceMetrics::FitProfile(const std::string& verdict) {
-  auto it = fit_profiles_.find(verdict);
-  if (it != fit_profiles_.end()) it->second->Increment();
+  IncrementIfKnown(fit_profiles_, verdict);
+}
+
+void ServiceMetrics::FitNode(const std::string& node_name,
+                             const std::string& verdict) {
+  // Only catalog nodes have series of their own.
+  std::pair<std::string, std::string> key(node_name, verdict);
+  if (!fit_nodes_.contains(key)) key.first = kInlineNode;
+  IncrementIfKnown(fit_nodes_, key);
+}
+
+void ServiceMetrics::PlanAdmitted(const std::string& scope) {
+  IncrementIfKnown(plans_, scope);
+}
+
+void ServiceMetrics::NodeSimulation(double seconds) {
+  node_simulation_.Observe(seconds);
 }
 
 std::string ServiceMetrics::Scrape() const {

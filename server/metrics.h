@@ -27,6 +27,9 @@
 //   slackswap_simulator_seconds{policy}            histogram
 //   slackswap_throughput_retained{policy}          histogram (feasible runs)
 //   slackswap_fit_profiles_total{verdict}          counter (Fit answers)
+//   slackswap_fit_nodes_total{node,verdict}        counter (Fit node answers)
+//   slackswap_plans_total{scope}                   counter (Plan requests)
+//   slackswap_node_simulation_seconds              histogram
 //   slackswap_build_info{version,commit}           gauge, always 1
 //
 // Every label value becomes a time series that lives as long as this object,
@@ -65,8 +68,8 @@ class ServiceMetrics {
   // slackswap_request_duration_seconds: 0.0005 s .. 30 s, 1-2.5-5 per
   // decade.
   static std::vector<double> RequestSecondsBuckets();
-  // slackswap_planner_seconds and slackswap_simulator_seconds: 0.0001 s ..
-  // 30 s.
+  // slackswap_planner_seconds, slackswap_simulator_seconds and
+  // slackswap_node_simulation_seconds: 0.0001 s .. 30 s.
   static std::vector<double> StageSecondsBuckets();
   // slackswap_graph_ops: 10, 50, 100, 500, ..., 5e6, 1e7.
   static std::vector<double> GraphOpsBuckets();
@@ -138,6 +141,20 @@ class ServiceMetrics {
   // does_not_fit. Each verdict's series exists from the start, at 0.
   void FitProfile(const std::string& verdict);
 
+  // A Fit request answered for one node: `node_name` labels the series when
+  // it is a catalog node's (model/node.h NodeCatalog), and every other name
+  // (inline nodes) counts as node="inline", so that request input never
+  // becomes a label. `verdict` as FitProfile's. Every node's and verdict's
+  // series exists from the start, at 0.
+  void FitNode(const std::string& node_name, const std::string& verdict);
+
+  // A Plan request admitted for planning: `scope` is one of kPlanScopes
+  // (core/plan_scopes.h), gpu or node. Both series exist from the start.
+  void PlanAdmitted(const std::string& scope);
+
+  // One node simulation (a plan run on every rank of a node) took `seconds`.
+  void NodeSimulation(double seconds);
+
   // The whole registry in the Prometheus text exposition format.
   std::string Scrape() const;
 
@@ -179,9 +196,16 @@ class ServiceMetrics {
   prometheus::Counter& cache_misses_;
   prometheus::Counter& coalesced_;
   prometheus::Histogram& graph_ops_;
-  prometheus::Family<prometheus::Counter>& fit_family_;
-  // By verdict, created in the constructor.
+  prometheus::Histogram& node_simulation_;
+  // The counters of a fixed set of label values, every series created in
+  // the constructor; a value outside the set is not counted.
+  // By verdict.
   absl::flat_hash_map<std::string, prometheus::Counter*> fit_profiles_;
+  // By node label (a catalog node's name, or "inline") and verdict.
+  absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Counter*>
+      fit_nodes_;
+  // By scope.
+  absl::flat_hash_map<std::string, prometheus::Counter*> plans_;
 
   mutable Mutex mu_;
   absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Counter*>

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -25,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/node.h"
 
 namespace slackswap {
 namespace {
@@ -86,6 +88,10 @@ void RecordOneOfEach(ServiceMetrics& metrics) {
   metrics.GraphOps(12'345);
   metrics.PolicyRun("slackswap", 0.004, 0.02, 0.97, /*feasible=*/true);
   metrics.PolicyRun("recompute-only", 0.001, 0.03, 0.0, /*feasible=*/false);
+  metrics.FitProfile("fits");
+  metrics.FitNode("dgx-a100-80gb", "fits_with_plan");
+  metrics.PlanAdmitted("node");
+  metrics.NodeSimulation(0.05);
 }
 
 TEST(ServiceMetricsTest, BuildInfoIsOne) {
@@ -106,7 +112,9 @@ TEST(ServiceMetricsTest, EveryFamilyHasHelpText) {
         "slackswap_rejected_requests_total", "slackswap_cache_hits_total",
         "slackswap_cache_misses_total", "slackswap_graph_ops",
         "slackswap_planner_seconds", "slackswap_simulator_seconds",
-        "slackswap_throughput_retained", "slackswap_build_info"}) {
+        "slackswap_throughput_retained", "slackswap_fit_profiles_total",
+        "slackswap_fit_nodes_total", "slackswap_plans_total",
+        "slackswap_node_simulation_seconds", "slackswap_build_info"}) {
     EXPECT_THAT(text, HasSubstr(absl::StrCat("# HELP ", name, " ")));
     EXPECT_THAT(text, HasSubstr(absl::StrCat("# TYPE ", name, " ")));
   }
@@ -239,6 +247,87 @@ TEST(ServiceMetricsTest, PolicyRunObservesRetainedOnlyWhenFeasible) {
                  "le=\"1\"}"),
             1);
   EXPECT_EQ(s.at("slackswap_planner_seconds_count{policy=\"swap-only\"}"), 1);
+}
+
+// Plan requests by what they plan for; only the known scopes are series.
+TEST(ServiceMetricsTest, PlansByScope) {
+  ServiceMetrics metrics("v", "c");
+  {
+    const Scraped s(metrics.Scrape());
+    EXPECT_EQ(s.at("slackswap_plans_total{scope=\"gpu\"}"), 0);
+    EXPECT_EQ(s.at("slackswap_plans_total{scope=\"node\"}"), 0);
+  }
+  metrics.PlanAdmitted("node");
+  metrics.PlanAdmitted("node");
+  metrics.PlanAdmitted("gpu");
+  metrics.PlanAdmitted("cluster");
+  const Scraped s(metrics.Scrape());
+  EXPECT_EQ(s.at("slackswap_plans_total{scope=\"gpu\"}"), 1);
+  EXPECT_EQ(s.at("slackswap_plans_total{scope=\"node\"}"), 2);
+  EXPECT_FALSE(s.has("slackswap_plans_total{scope=\"cluster\"}"));
+}
+
+TEST(ServiceMetricsTest, NodeSimulationHistogram) {
+  ServiceMetrics metrics("v", "c");
+  const std::string h = "slackswap_node_simulation_seconds";
+  EXPECT_EQ(Scraped(metrics.Scrape()).at(h + "_count"), 0);
+  metrics.NodeSimulation(0.00005);
+  metrics.NodeSimulation(0.2);
+  metrics.NodeSimulation(45);
+
+  const Scraped s(metrics.Scrape());
+  EXPECT_EQ(s.at(h + "_count"), 3);
+  EXPECT_DOUBLE_EQ(s.at(h + "_sum"), 45.20005);
+  EXPECT_EQ(s.at(h + "_bucket{le=\"0.0001\"}"), 1);
+  EXPECT_EQ(s.at(h + "_bucket{le=\"0.1\"}"), 1);
+  EXPECT_EQ(s.at(h + "_bucket{le=\"0.25\"}"), 2);
+  EXPECT_EQ(s.at(h + "_bucket{le=\"30\"}"), 2);
+  EXPECT_EQ(s.at(h + "_bucket{le=\"+Inf\"}"), 3);
+}
+
+// Fit answers per node: a catalog node under its name, any other name as
+// node="inline", so that request input never becomes a series.
+TEST(ServiceMetricsTest, FitNodesByCatalogNodeOrInline) {
+  ServiceMetrics metrics("v", "c");
+  ASSERT_FALSE(NodeCatalog().empty());
+  auto series = [](const std::string& node, const std::string& verdict) {
+    return absl::StrCat("slackswap_fit_nodes_total{node=\"", node,
+                        "\",verdict=\"", verdict, "\"}");
+  };
+  {
+    // Every catalog node's and inline's series, each verdict, at zero.
+    const Scraped s(metrics.Scrape());
+    std::vector<std::string> nodes = {"inline"};
+    for (const Node& node : NodeCatalog()) nodes.push_back(node.name);
+    for (const std::string& node : nodes) {
+      for (const char* verdict : {"fits", "fits_with_plan", "does_not_fit"}) {
+        EXPECT_EQ(s.at(series(node, verdict)), 0);
+      }
+    }
+  }
+  const std::string catalog = NodeCatalog().front().name;
+  metrics.FitNode(catalog, "fits_with_plan");
+  metrics.FitNode(catalog, "fits_with_plan");
+  metrics.FitNode(catalog, "does_not_fit");
+  metrics.FitNode("my-own-rig", "does_not_fit");
+  metrics.FitNode("", "fits");
+  metrics.FitNode(catalog, "maybe");  // no such verdict: not counted
+
+  const Scraped s(metrics.Scrape());
+  EXPECT_EQ(s.at(series(catalog, "fits_with_plan")), 2);
+  EXPECT_EQ(s.at(series(catalog, "does_not_fit")), 1);
+  EXPECT_EQ(s.at(series(catalog, "fits")), 0);
+  EXPECT_EQ(s.at(series("inline", "does_not_fit")), 1);
+  EXPECT_EQ(s.at(series("inline", "fits")), 1);
+  int fit_node_series = 0;
+  for (const auto& [name, value] : s.samples()) {
+    if (absl::StartsWith(name, "slackswap_fit_nodes_total{")) {
+      ++fit_node_series;
+    }
+  }
+  EXPECT_EQ(fit_node_series, 3 * static_cast<int>(NodeCatalog().size() + 1));
+  // Fit's per-profile counter is apart.
+  EXPECT_EQ(s.at("slackswap_fit_profiles_total{verdict=\"does_not_fit\"}"), 0);
 }
 
 TEST(ServiceMetricsTest, BucketsAreIncreasing) {

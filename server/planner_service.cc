@@ -66,6 +66,16 @@ class MetricsObserver : public CoreObserver {
   void FitProfile(const std::string& verdict) override {
     metrics_->FitProfile(verdict);
   }
+  void FitNode(const std::string& node_name,
+               const std::string& verdict) override {
+    metrics_->FitNode(node_name, verdict);
+  }
+  void PlanAdmitted(const std::string& scope) override {
+    metrics_->PlanAdmitted(scope);
+  }
+  void NodeSimulation(double seconds) override {
+    metrics_->NodeSimulation(seconds);
+  }
 
  private:
   ServiceMetrics* const metrics_;

@@ -507,6 +507,18 @@ TEST(ServerSimulateTest, ANodeSimulationIsTheLocalCoresAnswer) {
   EXPECT_EQ(planned.report().node_name(), remote.node().node_name());
   ASSERT_EQ(planned.report().results_size(), 1);
   EXPECT_EQ(planned.report().results(0).node().ranks_size(), 4);
+
+  // Counted as a node plan; the Simulate and slackswap's result each ran
+  // the node once.
+  const std::string scrape = ScrapeWhenIdle(server);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_plans_total", {{"scope", "node"}}),
+            1);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_plans_total", {{"scope", "gpu"}}),
+            0);
+  EXPECT_EQ(MetricValue(scrape, "slackswap_node_simulation_seconds_count", {}),
+            2);
+  EXPECT_GT(MetricValue(scrape, "slackswap_node_simulation_seconds_sum", {}),
+            0);
 }
 
 TEST(ServerCatalogTest, ServerInfoNamesTheBuildTheRegistryAndTheLimits) {

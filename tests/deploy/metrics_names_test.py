@@ -45,6 +45,12 @@ REQUIRED_PANELS = {
                               r"slackswap_planner_seconds_bucket",
     "throughput-retained distribution":
         r"slackswap_throughput_retained_bucket",
+    "fit answers by node and verdict":
+        r"sum by \(node, verdict\) \(rate\(slackswap_fit_nodes_total\{",
+    "plans by scope": r"sum by \(scope\) \(rate\(slackswap_plans_total\{",
+    "node simulation time":
+        r"histogram_quantile\(0\.99, sum by \(le\) \(rate\("
+        r"slackswap_node_simulation_seconds_bucket",
 }
 
 

@@ -61,6 +61,7 @@ PANELS_WITH_DATA = [
     "Throughput retained by policy (median)",
     "Throughput retained distribution",
     "Graph size (ops)",
+    "Plans by scope",
     "Builds",
     "Replicas up",
 ]
