@@ -91,6 +91,7 @@ absl::Status RunSimulate(const Flags& flags, std::ostream& out) {
     for (v1::RankResult& rank : *node.mutable_ranks()) {
       rank.mutable_result()->clear_events();
     }
+    for (v1::LinkUsage& link : *node.mutable_links()) link.clear_load();
   }
   if (flags.Has("json")) {
     // Without the server's time, the same command prints the same bytes.

@@ -108,6 +108,7 @@ SimOptions ReportOptions(const v1::PlanRequest& req, const PlanBudget& b) {
       RecordedTimelinePoints(req.timeline_points(), req.render_svg());
   report.record_timeline = report.timeline_points > 0;
   report.record_events = req.include_events() || req.render_svg();
+  report.record_link_load = report.record_events;
   report.device.enabled = true;
   report.device.allocator.expandable_segments =
       req.allocator().expandable_segments();
@@ -364,10 +365,8 @@ void DrawAndTrim(const v1::PlanRequest& req, v1::PlanResponse& resp) {
     DropUnaskedRecords(req.include_events(), req.timeline_points(),
                        p.mutable_result());
     if (!p.has_node()) continue;
-    for (v1::RankResult& rank : *p.mutable_node()->mutable_ranks()) {
-      DropUnaskedRecords(req.include_events(), req.timeline_points(),
-                         rank.mutable_result());
-    }
+    DropUnaskedRecords(req.include_events(), req.timeline_points(),
+                       p.mutable_node());
   }
 }
 

@@ -414,4 +414,13 @@ void DropUnaskedRecords(bool include_events, int32_t timeline_points,
   if (timeline_points == 0) r->clear_memory_timeline();
 }
 
+void DropUnaskedRecords(bool include_events, int32_t timeline_points,
+                        v1::NodeSimulation* n) {
+  for (v1::RankResult& rank : *n->mutable_ranks()) {
+    DropUnaskedRecords(include_events, timeline_points, rank.mutable_result());
+  }
+  if (include_events) return;
+  for (v1::LinkUsage& link : *n->mutable_links()) link.clear_load();
+}
+
 }  // namespace slackswap

@@ -163,6 +163,10 @@ int32_t RecordedTimelinePoints(int32_t requested, bool render_svg);
 // only with include_events, its timeline only with timeline_points.
 void DropUnaskedRecords(bool include_events, int32_t timeline_points,
                         v1::SimulationResult* r);
+// The same for every rank of a node, and the links' load series, which
+// are recorded with the events (for the trace and the picture).
+void DropUnaskedRecords(bool include_events, int32_t timeline_points,
+                        v1::NodeSimulation* n);
 
 // The optimal policy's time limit: `seconds` when set, in (0, 600], else
 // the default (2 s).

@@ -80,10 +80,8 @@ void DrawAndTrim(const v1::SimulateRequest& req, const Step& step,
   DropUnaskedRecords(req.include_events(), req.timeline_points(),
                      resp.mutable_result());
   if (!resp.has_node()) return;
-  for (v1::RankResult& rank : *resp.mutable_node()->mutable_ranks()) {
-    DropUnaskedRecords(req.include_events(), req.timeline_points(),
-                       rank.mutable_result());
-  }
+  DropUnaskedRecords(req.include_events(), req.timeline_points(),
+                     resp.mutable_node());
 }
 
 }  // namespace
@@ -125,6 +123,8 @@ absl::StatusOr<v1::SimulateResponse> PlanningCore::SimulateStep(
       RecordedTimelinePoints(req.timeline_points(), req.render_svg());
   opts.record_timeline = opts.timeline_points > 0;
   opts.record_events = req.include_events() || req.render_svg();
+  // The trace's and the picture's link counters (io/link_load.h).
+  opts.record_link_load = opts.record_events;
   opts.should_stop = stop;
   opts.max_recompute_tasks = limits_.max_recompute_tasks;
   opts.device.enabled = true;

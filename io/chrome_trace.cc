@@ -93,11 +93,11 @@ void AppendProcess(int pid, const std::string& name,
 
 void AppendLinkCounter(int pid, const v1::LinkUsage& link,
                        const v1::NodeSimulation& n, std::string* out) {
-  for (const LinkLoadSample& s : LinkBytesInFlight(link, n)) {
+  for (const LinkLoadSample& s : LinkLoad(link, n)) {
     absl::StrAppend(out, ",\n{\"name\":", JsonQuote(link.name()),
                     ",\"ph\":\"C\",\"pid\":", pid, ",\"ts\":", Us(s.time_ns),
-                    ",\"args\":{\"h2d_bytes_in_flight\":", s.h2d_bytes,
-                    ",\"d2h_bytes_in_flight\":", s.d2h_bytes, "}}");
+                    ",\"args\":{\"h2d_bytes_per_s\":", s.h2d_bytes_per_s,
+                    ",\"d2h_bytes_per_s\":", s.d2h_bytes_per_s, "}}");
   }
 }
 
@@ -134,7 +134,7 @@ std::string ChromeTraceNodeJson(const v1::NodeSimulation& n,
       ",\"args\":{\"name\":", JsonQuote(absl::StrCat("shared links: ", title)),
       "}}");
   for (const v1::LinkUsage& link : n.links()) {
-    if (!link.ranks().empty()) AppendLinkCounter(links_pid, link, n, &entries);
+    if (HasLinkLoad(link)) AppendLinkCounter(links_pid, link, n, &entries);
   }
   return Trace(entries);
 }

@@ -25,10 +25,10 @@ std::string ChromeTraceJson(const slackswap::v1::SimulationResult& r,
                             const std::string& title);
 
 // Process i + 1 is rank i (as ChromeTraceJson's one process); process
-// ranks + 1 holds the links' counters: h2d_bytes_in_flight and
-// d2h_bytes_in_flight, the bytes of the host copies in flight over the link
-// (StreamEvent.bytes of its ranks' copies, LinkUsage.ranks) after each
-// instant a copy starts or ends. Collectives' transfers are not counted.
+// ranks + 1 holds the links' counters, one track per link that carried
+// anything: h2d_bytes_per_s and d2h_bytes_per_s at each instant its load
+// changes (io/link_load.h: the simulator's series, collectives included,
+// when the result has one).
 std::string ChromeTraceNodeJson(const slackswap::v1::NodeSimulation& n,
                                 const std::string& title);
 

@@ -919,6 +919,12 @@ v1::NodeSimulation NodeResultToProto(const NodeSimResult& r, const Node& node,
     out->set_d2h_bytes(link.d2h_bytes);
     out->set_h2d_utilization(link.h2d_utilization);
     out->set_d2h_utilization(link.d2h_utilization);
+    for (const LinkLoadPoint& p : link.load) {
+      v1::LinkLoadPoint* point = out->add_load();
+      point->set_time_ns(p.time_ns);
+      point->set_h2d_bytes_per_ns(p.h2d_bytes_per_ns);
+      point->set_d2h_bytes_per_ns(p.d2h_bytes_per_ns);
+    }
   }
   for (size_t s = 0; s < node.sockets.size(); ++s) {
     v1::SocketUsage* out = pb.add_sockets();

@@ -743,12 +743,13 @@ std::vector<int> RanksDrawn(const v1::NodeSimulation& n) {
   return ranks;
 }
 
-// The links drawn: those carrying host copies, the busiest when there are
-// too many, in the node's order.
+// The links drawn: those with a load (the simulator's series: host copies
+// and collectives; else the ranks' host copies), the busiest when there
+// are too many, in the node's order.
 std::vector<int> LinksDrawn(const v1::NodeSimulation& n) {
   std::vector<int> links;
   for (int i = 0; i < n.links_size(); ++i) {
-    if (!n.links(i).ranks().empty()) links.push_back(i);
+    if (HasLinkLoad(n.links(i))) links.push_back(i);
   }
   if (links.size() > static_cast<size_t>(kMaxSvgLinkPanels)) {
     auto bytes = [&](int i) {
@@ -762,7 +763,7 @@ std::vector<int> LinksDrawn(const v1::NodeSimulation& n) {
   return links;
 }
 
-// A link's panel: bytes in flight toward the GPUs above its axis, toward
+// A link's panel: bytes per second toward the GPUs above its axis, toward
 // the host below, on the scale all links share. Returns its bottom.
 double LinkPanel(const v1::LinkUsage& link,
                  const std::vector<LinkLoadSample>& load, const TimeScale& t,
@@ -782,12 +783,12 @@ double LinkPanel(const v1::LinkUsage& link,
   std::vector<StepPoint> h2d;
   std::vector<StepPoint> d2h;
   for (const LinkLoadSample& s : load) {
-    h2d.push_back({s.time_ns, s.h2d_bytes});
-    d2h.push_back({s.time_ns, s.d2h_bytes});
+    h2d.push_back({s.time_ns, s.h2d_bytes_per_s});
+    d2h.push_back({s.time_ns, s.d2h_bytes_per_s});
   }
   TimeAxis(t, axis - kHalf, axis + kHalf, false, out);
   absl::StrAppend(out, "<g id=\"", id, "\" data-axis=\"", Px(axis),
-                  "\" data-max-bytes=\"", load_max, "\">\n");
+                  "\" data-max-bytes-per-s=\"", load_max, "\">\n");
   absl::StrAppend(
       out, "<polygon id=\"", id, "-h2d\" fill=\"",
       kEventColors[v1::EVENT_KIND_PREFETCH], "\" points=\"",
@@ -804,8 +805,7 @@ double LinkPanel(const v1::LinkUsage& link,
   Text(kPlotLeft - 6, axis - kHalf + 9, "to GPUs", out, "text-anchor=\"end\"");
   Text(kPlotLeft - 6, axis + kHalf - 2, "to host", out, "text-anchor=\"end\"");
   Text(kPlotLeft + 4, axis - kHalf + 10,
-       absl::StrCat("scale: ", FormatBytes(load_max), " in flight each way"),
-       out);
+       absl::StrCat("scale: ", FormatBytes(load_max), "/s each way"), out);
   absl::StrAppend(out, "</g>\n</g>\n");
   return axis + kHalf + 28;
 }
@@ -841,7 +841,7 @@ std::string RenderNode(const v1::NodeSimulation& n, absl::string_view title,
       links.size() <
           static_cast<size_t>(std::count_if(
               n.links().begin(), n.links().end(),
-              [](const v1::LinkUsage& l) { return !l.ranks().empty(); }))) {
+              [](const v1::LinkUsage& l) { return HasLinkLoad(l); }))) {
     Text(kPlotLeft - 70, y,
          absl::StrCat("drawn: ", ranks.size(), " of ", n.ranks_size(),
                       " ranks and ", links.size(),
@@ -859,16 +859,16 @@ std::string RenderNode(const v1::NodeSimulation& n, absl::string_view title,
               absl::StrCat("r", i), &body);
   }
   if (!links.empty()) {
-    Text(kPlotLeft - 70, y + 4, "shared links: host copies in flight", &body,
+    Text(kPlotLeft - 70, y + 4, "shared links: bytes per second", &body,
          "font-size=\"14\" font-weight=\"bold\"");
     y += 12;
   }
   std::vector<std::vector<LinkLoadSample>> loads;
   int64_t load_max = 1;
   for (int i : links) {
-    loads.push_back(LinkBytesInFlight(n.links(i), n));
+    loads.push_back(LinkLoad(n.links(i), n));
     for (const LinkLoadSample& s : loads.back()) {
-      load_max = std::max({load_max, s.h2d_bytes, s.d2h_bytes});
+      load_max = std::max({load_max, s.h2d_bytes_per_s, s.d2h_bytes_per_s});
     }
   }
   for (size_t k = 0; k < links.size(); ++k) {

@@ -320,7 +320,9 @@ TEST(SvgReportTest, NodeHasAPanelPerRankAndPerLinkCarryingCopies) {
   uplink->set_name("switch <sw0> uplink & more");
   uplink->add_ranks(0);
   uplink->add_ranks(1);
-  v1::LinkUsage* nvlink = n.add_links();  // collectives only: not drawn
+  // No host copies and no load recorded (an older server's result): not
+  // drawn.
+  v1::LinkUsage* nvlink = n.add_links();
   nvlink->set_name("NVLink");
   const std::string svg = SvgNodeReport(n, "gpt2-xl on dgx");
   const XmlOutline o = Outline(svg);
@@ -332,13 +334,45 @@ TEST(SvgReportTest, NodeHasAPanelPerRankAndPerLinkCarryingCopies) {
   }
   EXPECT_FALSE(HasId(o, "r2-memory"));
   EXPECT_FALSE(HasId(o, "link2"));
-  // Names as written; the uplink carries both ranks' swap-outs, 1 GB in
-  // flight at once.
+  // Names as written; the uplink carries both ranks' swap-outs at once,
+  // each 500 MB in 1 ms (no series recorded: their average rates).
   for (absl::string_view words :
        {"switch <sw0> uplink & more", "dgx <test>: 2 ranks", "rank 1 (GPU 1)",
-        "scale: 1 GB in flight each way"}) {
+        "scale: 1 TB/s each way"}) {
     EXPECT_THAT(o.text, HasSubstr(words));
   }
+}
+
+// A link only collectives cross (no rank's host copies) is drawn when the
+// simulator recorded its load, on the scale all links share; one that
+// carried nothing is not.
+TEST(SvgReportTest, ALinkOnlyCollectivesCrossGetsAPanelWhenLoaded) {
+  v1::NodeSimulation n = SmallNode(2, 0);
+  v1::LinkUsage* gpu0 = n.add_links();
+  gpu0->set_name("GPU 0 link");
+  gpu0->add_ranks(0);
+  v1::LinkUsage* nvlink = n.add_links();
+  nvlink->set_name("GPU 0 NVLink");
+  nvlink->set_d2h_bytes(300'000'000);
+  nvlink->set_h2d_bytes(300'000'000);
+  // 300 MB each way at 150 GB/s from 1 ms to 3 ms.
+  v1::LinkLoadPoint* p = nvlink->add_load();
+  p->set_time_ns(1'000'000);
+  p->set_h2d_bytes_per_ns(150);
+  p->set_d2h_bytes_per_ns(150);
+  nvlink->add_load()->set_time_ns(3'000'000);
+  n.add_links()->set_name("GPU 1 NVLink");  // recorded, carried nothing
+  const XmlOutline o = Outline(SvgNodeReport(n, "ddp"));
+  ASSERT_EQ(o.error, "");
+  for (absl::string_view id : {"link0", "link1", "link1-h2d", "link1-d2h"}) {
+    EXPECT_TRUE(HasId(o, id)) << id;
+  }
+  EXPECT_FALSE(HasId(o, "link2"));
+  // The GPU link's copies (500 GB/s) set the scale; the port's panel says
+  // what it moved.
+  EXPECT_THAT(o.text, HasSubstr("scale: 500 GB/s each way"));
+  EXPECT_THAT(o.text, HasSubstr("GPU 0 NVLink: toward the GPUs 300 MB"));
+  EXPECT_THAT(o.text, Not(HasSubstr("drawn:")));
 }
 
 TEST(SvgReportTest, AHugeNodeStaysUnderTheBoundAndSaysWhatItLeftOut) {

@@ -4,8 +4,11 @@
 #include <array>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 
+#include "absl/base/attributes.h"
+#include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +20,7 @@
 #include "sim/collective_model.h"
 #include "sim/flow_network.h"
 #include "sim/internal/rank_run.h"
+#include "sim/link_load_recorder.h"
 
 namespace slackswap {
 namespace {
@@ -45,10 +49,12 @@ LinkDir DirOf(int stream) {
 // differs from the one its copy has, and always the other direction of the
 // same rank, whose rate the single-GPU simulator also resets at every start
 // and end of a copy (so that one rank alone reproduces it bit for bit).
+// Recording the links' load (record_load) reads those rates and changes
+// none of them.
 class NodeLinks final : public SharedLinks {
  public:
   NodeLinks(const Node& node, absl::Span<const RankStep> ranks,
-            bool collectives)
+            bool collectives, bool record_load)
       : node_(node), ranks_(ranks) {
     gpu_link_.assign(node.num_gpus, kNone);
     for (const RankStep& r : ranks) {
@@ -120,6 +126,7 @@ class NodeLinks final : public SharedLinks {
         }
       }
     }
+    if (record_load) recorder_.emplace(net_.num_links());
   }
 
   // REQUIRES: called once, before the first copy starts.
@@ -128,6 +135,7 @@ class NodeLinks final : public SharedLinks {
   void Started(int32_t rank, int stream, int64_t now) override {
     const int32_t flow = net_.StartFlow(paths_[rank][stream]);
     Own(flow, {.rank = rank, .stream = stream});
+    if (recorder_.has_value()) Record(flow);
     flow_of_[rank][stream] = flow;
     // The new copy's rate is set whatever it is.
     Update(rank, now, /*started=*/flow);
@@ -138,6 +146,10 @@ class NodeLinks final : public SharedLinks {
     flow_of_[rank][stream] = kNone;
     owner_[flow] = Owner();
     Count(counted_paths_[rank][stream], bytes);
+    if (recorder_.has_value()) {
+      recorder_->SetRate(recorded_[flow].id, counted_paths_[rank][stream], now,
+                         0);
+    }
     net_.EndFlow(flow);
     Update(rank, now, /*started=*/kNone);
   }
@@ -179,6 +191,7 @@ class NodeLinks final : public SharedLinks {
       const int32_t flow = net_.StartFlow(running_[slot].paths[i]);
       running_[slot].flows[i] = flow;
       Own(flow, {.collective = slot, .index = static_cast<int32_t>(i)});
+      if (recorder_.has_value()) Record(flow);
       Update(kNone, now, flow);
     }
   }
@@ -213,6 +226,9 @@ class NodeLinks final : public SharedLinks {
         run.flows[i] = kNone;
         owner_[flow] = Owner();
         Count(run.paths[i], run.bytes[i]);
+        if (recorder_.has_value()) {
+          recorder_->SetRate(recorded_[flow].id, run.paths[i], now, 0);
+        }
         net_.EndFlow(flow);
         Update(kNone, now, kNone);
       }
@@ -232,14 +248,30 @@ class NodeLinks final : public SharedLinks {
 
   bool collective_running() const { return !running_.empty(); }
 
-  // Usage over a step of `step_ns`.
-  std::vector<LinkUsage> Usage(int64_t step_ns) const {
+  // The step ended at `now`: the flows still in flight (an infeasible
+  // step's) stop loading the links there.
+  void EndRecording(int64_t now) {
+    if (!recorder_.has_value()) return;
+    for (size_t f = 0; f < owner_.size(); ++f) {
+      const Owner& o = owner_[f];
+      if (o.rank == kNone && o.collective == kNone) continue;
+      recorder_->SetRate(recorded_[f].id, CountedPath(o),
+                         std::max(now, CopyOf(o).data_start), 0);
+    }
+  }
+
+  // Usage over a step of `step_ns`, with each link's load over it (at most
+  // `max_points` points, 0: every change) when recorded.
+  std::vector<LinkUsage> Usage(int64_t step_ns, int32_t max_points) const {
     std::vector<LinkUsage> out = usage_;
     for (size_t l = 0; l < out.size(); ++l) {
       out[l].h2d_utilization =
           Utilization(out[l].h2d_bytes, caps_[l].h2d, step_ns);
       out[l].d2h_utilization =
           Utilization(out[l].d2h_bytes, caps_[l].d2h, step_ns);
+      if (recorder_.has_value()) {
+        out[l].load = recorder_->Series(static_cast<int32_t>(l), max_points);
+      }
     }
     return out;
   }
@@ -338,7 +370,10 @@ class NodeLinks final : public SharedLinks {
   }
 
   void Own(int32_t flow, const Owner& owner) {
-    if (static_cast<size_t>(flow) >= owner_.size()) owner_.resize(flow + 1);
+    if (static_cast<size_t>(flow) >= owner_.size()) {
+      owner_.resize(flow + 1);
+      if (recorder_.has_value()) recorded_.resize(flow + 1);
+    }
     owner_[flow] = owner;
   }
 
@@ -364,6 +399,12 @@ class NodeLinks final : public SharedLinks {
     return (*runs_)[o.rank]->copy(o.stream);
   }
 
+  // Every link the copy crosses, those that never limit it included.
+  const std::vector<Hop>& CountedPath(const Owner& o) const {
+    if (o.collective != kNone) return running_[o.collective].paths[o.index];
+    return counted_paths_[o.rank][o.stream];
+  }
+
   void Update(int32_t rank, int64_t now, int32_t started) {
     for (int32_t f : net_.Touched()) {
       const Owner& o = owner_[f];
@@ -372,6 +413,26 @@ class NodeLinks final : public SharedLinks {
       if (f == started || (rank != kNone && o.rank == rank) || rate != c.rate) {
         c.SetRate(now, rate);
       }
+    }
+    if (ABSL_PREDICT_FALSE(recorder_.has_value())) RecordRates(now);
+  }
+
+  // A new flow: its recorder id, no rate recorded yet.
+  void Record(int32_t flow) {
+    recorded_[flow] = {.id = recorder_->Open(), .rate = 0};
+  }
+
+  // The touched flows' rates that changed, as their copies now have them:
+  // out of Update's loop, which stays as it was when nothing records.
+  ABSL_ATTRIBUTE_NOINLINE void RecordRates(int64_t now) {
+    for (int32_t f : net_.Touched()) {
+      const Owner& o = owner_[f];
+      const Copy& c = CopyOf(o);
+      if (c.rate == recorded_[f].rate) continue;
+      recorded_[f].rate = c.rate;
+      // Its bytes move at the rate once its latency is over.
+      recorder_->SetRate(recorded_[f].id, CountedPath(o),
+                         std::max(now, c.data_start), c.rate);
     }
   }
 
@@ -394,6 +455,14 @@ class NodeLinks final : public SharedLinks {
   std::vector<Owner> owner_;
   std::vector<Running> running_;
   std::vector<std::unique_ptr<RankRun>>* runs_ = nullptr;
+  // With record_load: the links' load, and by network flow id the
+  // recorder's id of the flow that holds it and the rate last recorded.
+  struct Recorded {
+    int64_t id = 0;
+    double rate = 0;  // the last recorded
+  };
+  std::optional<LinkLoadRecorder> recorder_;
+  std::vector<Recorded> recorded_;
 };
 
 absl::Status CheckRanks(const Node& node, absl::Span<const RankStep> ranks) {
@@ -605,7 +674,7 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
   SLACKSWAP_ASSIGN_OR_RETURN(const CollectiveOrder order,
                              OrderCollectives(ranks, opts.should_stop));
   std::vector<PinnedPool> pools = Pools(node, ranks);
-  NodeLinks links(node, ranks, order.any);
+  NodeLinks links(node, ranks, order.any, opts.record_link_load);
   std::vector<std::unique_ptr<RankRun>> runs;
   runs.reserve(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -734,7 +803,8 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
     result.throughput_retained =
         static_cast<double>(result.ideal_step_ns) / result.step_ns;
   }
-  result.links = links.Usage(result.step_ns);
+  links.EndRecording(now);
+  result.links = links.Usage(result.step_ns, opts.timeline_points);
   result.peak_pinned_bytes_per_socket.reserve(pools.size());
   for (const PinnedPool& p : pools) {
     result.peak_pinned_bytes_per_socket.push_back(p.peak_bytes);

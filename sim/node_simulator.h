@@ -29,6 +29,7 @@
 #include "model/cost_model.h"
 #include "model/graph.h"
 #include "model/node.h"
+#include "sim/link_load_recorder.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
 
@@ -54,6 +55,10 @@ struct LinkUsage {
   // step's capacity used; 0 for a link that never limits.
   double h2d_utilization = 0;
   double d2h_utilization = 0;
+  // With SimOptions::record_link_load: the bytes per ns it carried each way
+  // over the step, host copies and collectives' transfers alike (each from
+  // the end of its latency); empty otherwise, or when nothing crossed it.
+  std::vector<LinkLoadPoint> load;
 };
 
 struct NodeSimResult {
@@ -81,7 +86,7 @@ struct NodeSimResult {
 // GPUs, a GPU index out of range or used twice, a missing graph, durations
 // or schedule; CANCELLED when opts.should_stop said so. An infeasible plan
 // on any rank is a result, naming the rank. opts (budget, timeline, events,
-// device) applies to every rank.
+// device) applies to every rank; record_link_load to the links.
 absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
                                            absl::Span<const RankStep> ranks,
                                            const SimOptions& opts);

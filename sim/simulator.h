@@ -56,6 +56,11 @@ struct SimOptions {
   bool record_timeline = true;
   // Record one event per task and copy (for traces).
   bool record_events = false;
+  // Node runs: record each shared link's load over the step
+  // (LinkUsage::load; sim/link_load_recorder.h), at most timeline_points
+  // points per link when that is > 0. Off for plan searches, which would
+  // pay for a series per candidate.
+  bool record_link_load = false;
   // Polled every few thousand events; returning true stops the simulation
   // with CANCELLED (deadlines and cancelled requests).
   std::function<bool()> should_stop;

@@ -9,6 +9,7 @@
 #ifndef SLACKSWAP_TESTING_LOWERED_H_
 #define SLACKSWAP_TESTING_LOWERED_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "model/graph.h"
 #include "model/hardware.h"
 #include "model/plan.h"
+#include "model/workloads.h"
 #include "sim/node_simulator.h"
 #include "sim/schedule.h"
 
@@ -67,6 +69,30 @@ inline std::vector<RankStep> OnGpus(const Lowered& l, int32_t gpus) {
                      .schedule = &l.schedule});
   }
   return ranks;
+}
+
+// A data-parallel gpt2-xl step of two layers over `ranks` ranks (an
+// all-reduce per gradient bucket) lowered for `hw`, with every
+// `swap_every`-th saved tensor swapped to the host and prefetched just
+// before its first backward use (0: everything kept).
+inline Lowered DataParallelStep(const Hardware& hw, int32_t ranks,
+                                int32_t swap_every) {
+  WorkloadOverrides o;
+  o.layers = 2;
+  o.data_parallel = ranks;
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", o);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return {};
+  Plan plan = Plan::KeepAll(*g);
+  const GraphIndex& ix = g->index;
+  for (size_t i = 0; swap_every > 0 && i < ix.saved.size(); i += swap_every) {
+    const int32_t t = ix.saved[i];
+    const int32_t k = ix.first_bwd_use[t] - 1;
+    if (k > std::max(ix.producer[t], ix.last_fwd_use[t])) {
+      plan.decisions[t] = {.action = Action::kSwap, .prefetch_after_op = k};
+    }
+  }
+  return Lower(*std::move(g), hw, plan);
 }
 
 }  // namespace slackswap::testutil

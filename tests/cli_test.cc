@@ -872,7 +872,9 @@ TEST(NodePlanTest, PlanTakesANodeAndDrawsIt) {
   for (int r = 0; r < 8; ++r) {
     EXPECT_THAT(picture, HasSubstr(absl::StrCat("id=\"r", r, "-memory\"")));
   }
-  EXPECT_THAT(picture, HasSubstr("shared links: host copies in flight"));
+  // The all-reduces load the NVLink ports, which carry no host copy.
+  EXPECT_THAT(picture, HasSubstr("shared links: bytes per second"));
+  EXPECT_THAT(picture, HasSubstr(" NVLink: toward the GPUs "));
   ExpectOneLineError(Slackswap({"plan", "--workload", "gpt2-xl", "--budget",
                                 "0.5", "--ranks", "4"}),
                      "INVALID_ARGUMENT", "--ranks is for --node");
@@ -1436,6 +1438,41 @@ TEST(NodeTest, JsonIsASimulateResponseWithEveryRank) {
   EXPECT_EQ(resp.node().links_size(), 8 + 4 + 2);
 }
 
+// A node's Chrome trace: its processes by pid, and per counter track of
+// the shared links' process (pid `links_pid`) its samples and the most it
+// shows either way.
+struct NodeTrace {
+  std::map<int, std::string> processes;
+  std::map<std::string, int> samples;
+  std::map<std::string, double> most;
+};
+
+NodeTrace ReadNodeTrace(const std::string& path, int links_pid) {
+  NodeTrace t;
+  Struct parsed;
+  EXPECT_TRUE(ParsedJson(ReadAll(path), &parsed));
+  if (!parsed.fields().contains("traceEvents")) return t;
+  for (const Value& e :
+       parsed.fields().at("traceEvents").list_value().values()) {
+    const auto& f = e.struct_value().fields();
+    const std::string ph = f.at("ph").string_value();
+    const int pid = static_cast<int>(f.at("pid").number_value());
+    if (ph == "M" && f.at("name").string_value() == "process_name") {
+      t.processes[pid] =
+          f.at("args").struct_value().fields().at("name").string_value();
+    }
+    if (ph != "C" || pid != links_pid) continue;
+    const std::string name = f.at("name").string_value();
+    ++t.samples[name];
+    for (const char* dir : {"h2d_bytes_per_s", "d2h_bytes_per_s"}) {
+      t.most[name] =
+          std::max(t.most[name],
+                   f.at("args").struct_value().fields().at(dir).number_value());
+    }
+  }
+  return t;
+}
+
 TEST(NodeTest, TheTraceHasAProcessPerRankAndACounterPerLink) {
   // A plan that swaps, so that the links carry copies.
   const std::string plan = TempPath("node_plan.txtpb");
@@ -1447,29 +1484,41 @@ TEST(NodeTest, TheTraceHasAProcessPerRankAndACounterPerLink) {
   Outcome o =
       Slackswap(NodeArgs({"--ranks", "2", "--plan", plan, "--trace", trace}));
   ASSERT_EQ(o.code, 0) << o;
-  Struct parsed;
-  ASSERT_TRUE(ParsedJson(ReadAll(trace), &parsed));
-  std::map<int, std::string> processes;
-  std::map<std::string, int> counters;
-  for (const Value& e :
-       parsed.fields().at("traceEvents").list_value().values()) {
-    const auto& f = e.struct_value().fields();
-    const std::string ph = f.at("ph").string_value();
-    const int pid = static_cast<int>(f.at("pid").number_value());
-    if (ph == "M" && f.at("name").string_value() == "process_name") {
-      processes[pid] =
-          f.at("args").struct_value().fields().at("name").string_value();
-    }
-    if (ph == "C" && pid == 3) ++counters[f.at("name").string_value()];
-  }
-  ASSERT_EQ(processes.size(), 3u);
-  EXPECT_EQ(processes[1], "rank 0 (GPU 0): gpt2-xl on dgx-a100-80gb");
-  EXPECT_EQ(processes[2], "rank 1 (GPU 1): gpt2-xl on dgx-a100-80gb");
-  EXPECT_EQ(processes[3], "shared links: gpt2-xl on dgx-a100-80gb");
+  NodeTrace t = ReadNodeTrace(trace, 3);
+  ASSERT_EQ(t.processes.size(), 3u);
+  EXPECT_EQ(t.processes[1], "rank 0 (GPU 0): gpt2-xl on dgx-a100-80gb");
+  EXPECT_EQ(t.processes[2], "rank 1 (GPU 1): gpt2-xl on dgx-a100-80gb");
+  EXPECT_EQ(t.processes[3], "shared links: gpt2-xl on dgx-a100-80gb");
   // GPUs 0 and 1 share switch 0's uplink and socket 0's memory.
-  EXPECT_EQ(counters.size(), 4u);
-  EXPECT_GT(counters["GPU 0 link"], 0);
-  EXPECT_GT(counters["socket socket-0 memory"], 0);
+  EXPECT_EQ(t.samples.size(), 4u);
+  EXPECT_GT(t.most["GPU 0 link"], 0);
+  EXPECT_GT(t.most["socket socket-0 memory"], 0);
+}
+
+// A DDP step's all-reduces load the NVLink ports, which no host copy
+// crosses: their tracks are in the trace (and, as the events, their series
+// are not in the JSON beside it).
+TEST(NodeTest, TheTraceShowsTheCollectivesOnNvlink) {
+  const std::string trace = TempPath("ddp_trace.json");
+  Outcome o = Slackswap(
+      NodeArgs({"--dp", "2", "--ranks", "2", "--trace", trace, "--json"}));
+  ASSERT_EQ(o.code, 0) << o;
+  v1::SimulateResponse resp;
+  ASSERT_TRUE(ParsedJson(o.out, &resp));
+  int nvlinks = 0;
+  for (const v1::LinkUsage& link : resp.node().links()) {
+    if (!absl::StrContains(link.name(), "NVLink")) continue;
+    ++nvlinks;
+    EXPECT_GT(link.d2h_bytes(), 0) << link.name();
+    EXPECT_EQ(link.load_size(), 0) << link.name();
+  }
+  EXPECT_EQ(nvlinks, 2);
+  NodeTrace t = ReadNodeTrace(trace, 3);
+  EXPECT_EQ(t.processes[3], "shared links: gpt2-xl on dgx-a100-80gb");
+  for (const char* port : {"GPU 0 NVLink", "GPU 1 NVLink"}) {
+    EXPECT_GT(t.samples[port], 1) << port;
+    EXPECT_GT(t.most[port], 0) << port;
+  }
 }
 
 TEST(NodeTest, TheSvgHasAPanelPerRankAndPerLinkCarryingCopies) {
