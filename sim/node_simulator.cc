@@ -559,39 +559,64 @@ absl::StatusOr<CollectiveOrder> OrderCollectives(
     }
   }
   if (!order.any) return order;
+  // Each distinct graph's collectives with their groups' ids, found once
+  // (the ranks of a data-parallel step share one graph); each rank then
+  // checks only that it belongs to each group it issues on.
+  struct Issued {
+    int32_t op;
+    int32_t group;
+  };
+  std::vector<std::vector<Issued>> issued_by;  // parallel to `scanned`
+  scanned.clear();
   for (int32_t r = 0; r < n; ++r) {
     const Graph& g = *ranks[r].graph;
-    for (int32_t op = 0; op < static_cast<int32_t>(g.ops.size()); ++op) {
-      if (poller.Stop()) return absl::CancelledError("node simulation stopped");
-      if (!g.ops[op].collective.has_value()) continue;
-      order.any = true;
-      const Collective& c = *g.ops[op].collective;
-      const std::string where = absl::StrCat("ranks[", r, "]: ", g.OpLabel(op));
-      bool self = false;
-      for (int32_t m : c.group) {
-        if (m >= n) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ": collective.group names rank ", m,
-                           ", but the node step ", "has ", n, " ranks"));
+    const size_t known = static_cast<size_t>(
+        std::find(scanned.begin(), scanned.end(), &g) - scanned.begin());
+    if (known == scanned.size()) {
+      scanned.push_back(&g);
+      std::vector<Issued>& issued = issued_by.emplace_back();
+      std::vector<int32_t> key;
+      for (int32_t op = 0; op < static_cast<int32_t>(g.ops.size()); ++op) {
+        if (poller.Stop()) {
+          return absl::CancelledError("node simulation stopped");
         }
-        self |= m == r;
+        if (!g.ops[op].collective.has_value()) continue;
+        key = g.ops[op].collective->group;
+        std::sort(key.begin(), key.end());
+        auto [it, added] =
+            group_id.try_emplace(key, static_cast<int32_t>(groups.size()));
+        if (added) {
+          groups.push_back(key);
+          sequence.emplace_back(n);
+        }
+        issued.push_back({op, it->second});
       }
-      if (!self) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": collective.group {", absl::StrJoin(c.group, ", "),
-            "} does not include this rank (", r, ")"));
+    }
+    for (const Issued& c : issued_by[known]) {
+      if (poller.Stop()) return absl::CancelledError("node simulation stopped");
+      const std::vector<int32_t>& members = groups[c.group];
+      // The group's ranks, sorted: the largest last, this rank found by a
+      // binary search.
+      const auto where = [&] {
+        return absl::StrCat("ranks[", r, "]: ", g.OpLabel(c.op));
+      };
+      if (members.back() >= n) {
+        const std::vector<int32_t>& listed = g.ops[c.op].collective->group;
+        const int32_t outside = *std::find_if(
+            listed.begin(), listed.end(), [n](int32_t m) { return m >= n; });
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": collective.group names rank ", outside,
+                         ", but the node step has ", n, " ranks"));
       }
-      std::vector<int32_t> key = c.group;
-      std::sort(key.begin(), key.end());
-      auto [it, added] =
-          group_id.try_emplace(key, static_cast<int32_t>(groups.size()));
-      if (added) {
-        groups.push_back(key);
-        sequence.emplace_back(n);
+      if (!std::binary_search(members.begin(), members.end(), r)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), ": collective.group {",
+                         absl::StrJoin(g.ops[c.op].collective->group, ", "),
+                         "} does not include this rank (", r, ")"));
       }
-      std::vector<int32_t>& mine = sequence[it->second][r];
-      order.of[r][op] = {it->second, static_cast<int32_t>(mine.size())};
-      mine.push_back(op);
+      std::vector<int32_t>& mine = sequence[c.group][r];
+      order.of[r][c.op] = {c.group, static_cast<int32_t>(mine.size())};
+      mine.push_back(c.op);
     }
   }
   for (size_t gid = 0; gid < groups.size(); ++gid) {
@@ -601,11 +626,11 @@ absl::StatusOr<CollectiveOrder> OrderCollectives(
     for (int32_t m : groups[gid]) {
       const Graph& g = *ranks[m].graph;
       const std::vector<int32_t>& got = sequence[gid][m];
-      const std::string group = absl::StrJoin(groups[gid], ", ");
+      const auto group = [&] { return absl::StrJoin(groups[gid], ", "); };
       if (got.size() != expected.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "ranks[", m, "] issues ", got.size(), " collectives on ranks {",
-            group, "} where ranks[", first, "] issues ", expected.size(),
+            group(), "} where ranks[", first, "] issues ", expected.size(),
             ": the ranks of a group must issue the same collectives in the "
             "same order"));
       }
@@ -615,7 +640,7 @@ absl::StatusOr<CollectiveOrder> OrderCollectives(
         if (a.kind != b.kind || a.algorithm != b.algorithm ||
             a.bytes != b.bytes || a.group != b.group) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "ranks[", m, "]: collective ", k, " on ranks {", group, "} is ",
+              "ranks[", m, "]: collective ", k, " on ranks {", group(), "} is ",
               Describe(g, got[k]), ", where ranks[", first, "]'s is ",
               Describe(g0, expected[k]),
               ": the ranks of a group must issue the same collectives in the "

@@ -555,6 +555,24 @@ TEST(NodeCollectivesTest, GroupsThatDoNotAgreeAreRefused) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.error));
   }
+  // Ranks that share one graph (whose collectives are found once) are each
+  // checked against the groups: rank 0 belongs to {0}, rank 1 does not;
+  // and the first rank listed outside the node is the one named.
+  for (const auto& [group, error] :
+       std::vector<std::pair<std::vector<int32_t>, std::string>>{
+           {{0},
+            "ranks[1]: op 1 (c0): collective.group {0} does not include "
+            "this rank (1)"},
+           {{1, 7, 0, 9},
+            "ranks[0]: op 1 (c0): collective.group names rank 7, "
+            "but the node step has 2 ranks"}}) {
+    const std::vector<Lowered> shared =
+        LowerEach({WithCollectives({ar(100, group)})});
+    absl::StatusOr<NodeSimResult> r =
+        SimulateNode(CollectiveNode(2, 2), OnGpus(shared[0], 2), Options(0));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(error));
+  }
 }
 
 // A collective's output that backward reads is a saved activation; one

@@ -299,14 +299,21 @@ inline bool RankRun::IsCollective(const Task& task) const {
 }
 
 int32_t RankRun::PendingCollectiveInput() const {
+  // A tensor stops being pending once and for all (comm_pending_ only goes
+  // from true to false), so the inputs seen written stay so.
+  if (pending_of_ != task_) {
+    pending_of_ = task_;
+    pending_seen_ = 0;
+  }
   const Task& task = s_.tasks[task_];
   const TensorIds& inputs = task.rebuild_of != kNone
                                 ? g_.tensors[task.rebuild_of].rebuild->inputs
                                 : g_.ops[task.op].inputs;
-  for (int32_t t : inputs) {
-    if (comm_pending_[t]) return t;
+  while (pending_seen_ < inputs.size() &&
+         !comm_pending_[inputs[pending_seen_]]) {
+    ++pending_seen_;
   }
-  return kNone;
+  return pending_seen_ < inputs.size() ? inputs[pending_seen_] : kNone;
 }
 
 // One of the two release conditions of a swapped tensor's device copy.

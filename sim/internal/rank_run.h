@@ -242,12 +242,15 @@ class RankRun {
   size_t comm_head_ = 0;
   bool comm_running_ = false;
   int64_t comm_start_ = 0;
-  // Caches of the next task's needs and arrived waits (see NextNeeds and
-  // MissingInput): a blocked task is asked again at every event.
+  // Caches of the next task's needs, arrived waits and written collective
+  // inputs (see NextNeeds, MissingInput and PendingCollectiveInput): a
+  // blocked task is asked again at every event.
   int32_t needs_of_ = kNone;
   std::pair<int64_t, int64_t> needs_;
   mutable int32_t waits_of_ = kNone;
   mutable size_t waits_seen_ = 0;
+  mutable int32_t pending_of_ = kNone;
+  mutable size_t pending_seen_ = 0;
 };
 
 // Simulated time past this (146 years) means input beyond any physical
