@@ -29,6 +29,11 @@ struct LinkLoadSample {
   // picture shows).
   int64_t h2d_bytes_per_s = 0;
   int64_t d2h_bytes_per_s = 0;
+
+  bool operator==(const LinkLoadSample& o) const {
+    return time_ns == o.time_ns && h2d_bytes_per_s == o.h2d_bytes_per_s &&
+           d2h_bytes_per_s == o.d2h_bytes_per_s;
+  }
 };
 
 // One sample per instant the link's load changes, in time order, the last

@@ -15,10 +15,6 @@
 namespace slackswap {
 
 // Beside the type, for gtest to find.
-bool operator==(const LinkLoadSample& a, const LinkLoadSample& b) {
-  return a.time_ns == b.time_ns && a.h2d_bytes_per_s == b.h2d_bytes_per_s &&
-         a.d2h_bytes_per_s == b.d2h_bytes_per_s;
-}
 void PrintTo(const LinkLoadSample& s, std::ostream* os) {
   *os << "{" << s.time_ns << " ns, h2d " << s.h2d_bytes_per_s << ", d2h "
       << s.d2h_bytes_per_s << "}";
