@@ -18,10 +18,12 @@ require_built() {
 
 # start_slackswapd SLACKSWAPD LOG [FLAG...]: starts SLACKSWAPD in the
 # background on 127.0.0.1 with free ports (--port=0 --metrics_port=0) and the
-# extra FLAGs, its stderr to LOG, and waits up to 10 s for its first log line.
-# Sets SERVER_PID, SERVER_FIRST_LINE and PORT (the gRPC port that line
-# names). Returns 1 if that line is not the "serving" one (the server failed
-# or was too slow); the caller reports it and stops the server if it runs.
+# extra FLAGs, its stderr to LOG, and waits up to 10 s for its "serving" log
+# line (a shared store's "connected" line may come first). Sets SERVER_PID,
+# SERVER_FIRST_LINE (that line, or the first line of the log when there is
+# none) and PORT (the gRPC port it names). Returns 1 without a "serving"
+# line (the server failed or was too slow); the caller reports it and stops
+# the server if it runs.
 start_slackswapd() {
   local bin=$1 log=$2
   shift 2
@@ -31,13 +33,16 @@ start_slackswapd() {
   SERVER_FIRST_LINE=""
   PORT=""
   for _ in $(seq 100); do
-    if [[ -f $log && $(wc -l <"$log") -ge 1 ]]; then
-      SERVER_FIRST_LINE=$(head -n 1 "$log")
+    if [[ -f $log ]] && grep -q '"msg":"serving"' "$log"; then
+      SERVER_FIRST_LINE=$(grep -m 1 '"msg":"serving"' "$log")
       break
     fi
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
   done
+  if [[ -z $SERVER_FIRST_LINE && -f $log ]]; then
+    SERVER_FIRST_LINE=$(head -n 1 "$log")
+  fi
   if [[ $SERVER_FIRST_LINE != *'"msg":"serving"'* ]]; then
     return 1
   fi

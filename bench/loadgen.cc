@@ -57,7 +57,9 @@
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "HOST:PORT of slackswapd; HOST must be 127.0.0.1, localhost or "
-          "[::1].");
+          "[::1]. A comma-separated list of replicas: each call goes to the "
+          "next in turn (round robin, as a Kubernetes Service spreads "
+          "calls).");
 ABSL_FLAG(int32_t, concurrency, 1, "Calls kept in flight (1..10000).");
 ABSL_FLAG(double, duration_s, 10,
           "Stop sending after this many seconds (0 < d <= 3600).");
@@ -121,6 +123,8 @@ absl::Status CheckLoopback(absl::string_view server) {
 
 struct Options {
   std::string server;
+  // --server split at its commas.
+  std::vector<std::string> servers;
   int32_t concurrency;
   double duration_s;
   int64_t max_requests;
@@ -133,7 +137,10 @@ struct Options {
 absl::StatusOr<Options> ReadOptions() {
   Options o;
   o.server = absl::GetFlag(FLAGS_server);
-  if (absl::Status s = CheckLoopback(o.server); !s.ok()) return s;
+  o.servers = absl::StrSplit(o.server, ',');
+  for (const std::string& server : o.servers) {
+    if (absl::Status s = CheckLoopback(server); !s.ok()) return s;
+  }
   o.concurrency = absl::GetFlag(FLAGS_concurrency);
   o.duration_s = absl::GetFlag(FLAGS_duration_s);
   o.max_requests = absl::GetFlag(FLAGS_requests);
@@ -238,11 +245,14 @@ struct Report {
 
 class LoadGen {
  public:
-  LoadGen(const Options& o, std::shared_ptr<grpc::Channel> channel,
+  LoadGen(const Options& o,
+          const std::vector<std::shared_ptr<grpc::Channel>>& channels,
           std::vector<v1::PlanRequest> requests)
-      : o_(o),
-        stub_(v1::Planner::NewStub(channel)),
-        requests_(std::move(requests)) {}
+      : o_(o), requests_(std::move(requests)) {
+    for (const auto& channel : channels) {
+      stubs_.push_back(v1::Planner::NewStub(channel));
+    }
+  }
 
   Report Run() {
     const Clock::time_point begin = Clock::now();
@@ -295,7 +305,9 @@ class LoadGen {
         std::chrono::system_clock::now() +
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
             std::chrono::duration<double>(o_.deadline_s)));
-    call->rpc = stub_->PrepareAsyncPlan(&call->ctx, *req, &cq_);
+    call->rpc =
+        stubs_[static_cast<size_t>(k) % stubs_.size()]->PrepareAsyncPlan(
+            &call->ctx, *req, &cq_);
     call->rpc->StartCall();
     call->rpc->Finish(&call->resp, &call->status, call);
     ++in_flight_;
@@ -327,7 +339,8 @@ class LoadGen {
   }
 
   const Options o_;
-  std::unique_ptr<v1::Planner::Stub> stub_;
+  // One per replica, taken in turn.
+  std::vector<std::unique_ptr<v1::Planner::Stub>> stubs_;
   const std::vector<v1::PlanRequest> requests_;
   grpc::CompletionQueue cq_;
   Clock::time_point end_;
@@ -447,19 +460,22 @@ int Main() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      o->server, grpc::InsecureChannelCredentials(), args);
   const auto connect_deadline =
       std::chrono::system_clock::now() +
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::duration<double>(
               absl::GetFlag(FLAGS_connect_timeout_s)));
-  if (!channel->WaitForConnected(connect_deadline)) {
-    std::fprintf(stderr, "UNAVAILABLE: cannot connect to %s\n",
-                 o->server.c_str());
-    return 3;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& server : o->servers) {
+    channels.push_back(grpc::CreateCustomChannel(
+        server, grpc::InsecureChannelCredentials(), args));
+    if (!channels.back()->WaitForConnected(connect_deadline)) {
+      std::fprintf(stderr, "UNAVAILABLE: cannot connect to %s\n",
+                   server.c_str());
+      return 3;
+    }
   }
-  LoadGen gen(*o, channel, *std::move(requests));
+  LoadGen gen(*o, channels, *std::move(requests));
   const Report r = gen.Run();
   Print(*o, r, absl::GetFlag(FLAGS_json));
   const bool valid_ok = r.ok == r.valid_sent;

@@ -80,6 +80,16 @@ std::string DigestAsIs(const v1::OperatorGraph& graph,
   return Sha256Hex(hash.Finish());
 }
 
+// SHA-256 of `req`'s deterministic serialization, its unknown fields
+// dropped first.
+std::string KeyAsIs(google::protobuf::Message& req) {
+  req.DiscardUnknownFields();
+  req.ByteSizeLong();  // caches the sizes the serialization needs
+  Sha256 hash;
+  HashDeterministic(req, hash);
+  return hash.Finish();
+}
+
 }  // namespace
 
 std::string GraphDigest(v1::OperatorGraph& graph, int64_t* canonical_bytes) {
@@ -104,5 +114,9 @@ std::string PlanRequestKey(v1::PlanRequest& req) {
       DigestAsIs(step->graph_inline(), nullptr));
   return CanonicalKey(std::move(canonical));
 }
+
+std::string FitRequestKey(v1::FitRequest& req) { return KeyAsIs(req); }
+
+std::string SweepRequestKey(v1::SweepRequest& req) { return KeyAsIs(req); }
 
 }  // namespace slackswap

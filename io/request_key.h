@@ -35,6 +35,14 @@ std::string GraphDigest(v1::OperatorGraph& graph,
 // copied).
 std::string PlanRequestKey(v1::PlanRequest& req);
 
+// The key of a Fit request's answer (32 raw bytes), for the shared tier:
+// its deterministic serialization with unknown fields dropped (from `req`
+// too), hashed as it is made. Fields in another order, or a graph inline
+// instead of by digest, make another key: a miss, never a wrong answer.
+std::string FitRequestKey(v1::FitRequest& req);
+// The same for a Sweep.
+std::string SweepRequestKey(v1::SweepRequest& req);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_IO_REQUEST_KEY_H_

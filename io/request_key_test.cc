@@ -92,5 +92,30 @@ TEST(RequestKeyTest, GraphDigestIsHexOfTheCanonicalBytes) {
   EXPECT_EQ(hex, Sha256Hex(Sha256::Of(canonical)));
 }
 
+TEST(RequestKeyTest, FitAndSweepKeysDropUnknownFieldsAndFollowTheRest) {
+  v1::FitRequest fit;
+  fit.mutable_workload()->set_name("gpt2-xl");
+  fit.add_profiles()->set_hardware_name("a100-80gb-pcie4");
+  v1::FitRequest fit_unknown = fit;
+  fit_unknown.GetReflection()
+      ->MutableUnknownFields(&fit_unknown)
+      ->AddVarint(999, 1);
+  const std::string fit_key = FitRequestKey(fit);
+  EXPECT_EQ(fit_key.size(), 32u);
+  EXPECT_EQ(FitRequestKey(fit_unknown), fit_key);
+  v1::FitRequest other = fit;
+  other.set_target(0.9);
+  EXPECT_NE(FitRequestKey(other), fit_key);
+
+  v1::SweepRequest sweep;
+  sweep.mutable_step()->mutable_workload()->set_name("gpt2-xl");
+  sweep.mutable_step()->set_hardware_name("a100-80gb-pcie4");
+  const std::string sweep_key = SweepRequestKey(sweep);
+  EXPECT_EQ(sweep_key.size(), 32u);
+  v1::SweepRequest wider = sweep;
+  wider.set_to(0.9);
+  EXPECT_NE(SweepRequestKey(wider), sweep_key);
+}
+
 }  // namespace
 }  // namespace slackswap

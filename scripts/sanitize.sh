@@ -6,8 +6,10 @@
 #
 # The thread mode builds and runs the unit tests of what runs on several
 # threads: the worker pool (WorkQueue), the plan cache (PlanCache), the
-# metrics (ServiceMetrics) and the planning core called from many threads
-# (PlanningCoreConcurrency); not the end-to-end service tests, which run
+# metrics (ServiceMetrics), the planning core called from many threads
+# (PlanningCoreConcurrency), and the shared tier's store with its
+# background thread (SharedStore, against a real redis-server); not the
+# end-to-end service tests, which run
 # under AddressSanitizer. Our locks (common/mutex.h)
 # are visible to TSan; Debian's prebuilt Abseil and gRPC are not
 # instrumented, so their internals are not checked.
@@ -31,8 +33,8 @@ case "$mode" in
     sanitizers="thread"
     targets=(work_queue_test plan_cache_test metrics_test
              planning_core_concurrency_test single_flight_test
-             graph_store_test memory_trimmer_test)
-    tests="^(WorkQueue|PlanCache|ServiceMetrics|PlanningCoreConcurrency|SingleFlight|GraphStore|MemoryTrimmer)"
+             graph_store_test memory_trimmer_test shared_store_test)
+    tests="^(WorkQueue|PlanCache|ServiceMetrics|PlanningCoreConcurrency|SingleFlight|GraphStore|MemoryTrimmer|SharedStore)"
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
     ;;
   *)

@@ -27,6 +27,8 @@ build_packages=(
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev prometheus-cpp-dev libssl-dev
   coinor-libclp-dev coinor-libcbc-dev
+  # The shared tier's Redis protocol (--shared_store).
+  libhiredis-dev
 )
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -39,6 +41,8 @@ test_packages=(
   python3-wheel
   # Renders the SVG pictures (--svg) headless in tests/svg_render_test.py.
   chromium
+  # The shared tier's end-to-end tests start their own redis-server.
+  redis-server
 )
 extras_packages=(
   # Fuzzing (libFuzzer) with sanitizers.

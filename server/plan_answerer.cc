@@ -8,8 +8,12 @@
 namespace slackswap {
 
 PlanAnswerer::PlanAnswerer(int64_t cache_bytes, const PlanningCore* core,
-                           ServiceMetrics* metrics)
-    : core_(core), metrics_(metrics), cache_(cache_bytes) {}
+                           ServiceMetrics* metrics, SharedTier* shared)
+    : core_(core),
+      metrics_(metrics),
+      shared_(shared),
+      planner_version_(core->Info().planner_version()),
+      cache_(cache_bytes) {}
 
 void PlanAnswerer::Answer(std::shared_ptr<v1::PlanRequest> req,
                           std::function<bool()> gone, Clock::time_point limit,
@@ -54,20 +58,53 @@ void PlanAnswerer::Lead(const v1::PlanRequest& req, const std::string& key,
                     "");
     return;
   }
-  absl::StatusOr<v1::PlanResponse> out = core_->PlanStep(req, stop);
+  SharedTier::Lease lease;
+  if (shared_ != nullptr) {
+    // What another replica stored is served as this one's cache would
+    // serve it: the same bytes, a hit.
+    const SharedTier::Accept accept = [this](absl::string_view payload) {
+      v1::PlanResponse r;
+      return r.ParseFromArray(payload.data(),
+                              static_cast<int>(payload.size())) &&
+             r.planner_version() == planner_version_;
+    };
+    bool stopped = false;
+    if (std::optional<std::string> answer =
+            shared_->FindOrLead("plan", key, accept, stop, &lease, &stopped)) {
+      if (cache_.capacity_bytes() > 0) cache_.Insert(key, *answer);
+      flights_.Finish(key, absl::OkStatus(), *answer, *answer);
+      return;
+    }
+    if (stopped) {
+      flights_.Finish(key,
+                      absl::CancelledError(
+                          "cancelled while another replica planned the same"),
+                      "", "");
+      return;
+    }
+  }
+  // A long planning renews this replica's mark on the key as it goes.
+  const StopFn planning_stop = [&stop, &lease] {
+    lease.KeepAlive();
+    return stop();
+  };
+  absl::StatusOr<v1::PlanResponse> out = core_->PlanStep(req, planning_stop);
   if (!out.ok()) {
+    if (shared_ != nullptr) shared_->Release(&lease);
     flights_.Finish(key, out.status(), "", "");
     return;
   }
   const std::string bytes = out->SerializeAsString();
   out->set_coalesced(true);
   const std::string shared = out->SerializeAsString();
-  if (cache_.capacity_bytes() > 0) {
+  if (cache_.capacity_bytes() > 0 || shared_ != nullptr) {
     // Stored as a hit is served: no server time, no coalescing.
     out->set_coalesced(false);
     out->set_cache_hit(true);
     out->set_server_seconds(0);
-    cache_.Insert(key, out->SerializeAsString());
+    std::string stored = out->SerializeAsString();
+    if (shared_ != nullptr) shared_->Publish("plan", key, stored, &lease);
+    if (cache_.capacity_bytes() > 0) cache_.Insert(key, std::move(stored));
   }
   flights_.Finish(key, absl::OkStatus(), bytes, shared);
 }

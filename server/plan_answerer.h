@@ -1,7 +1,9 @@
 // Answers Plan requests the cheapest way there is: from the plan cache when
 // the same request was planned before, else by joining the planning of an
-// identical request in flight (single flight), else by leading a planning
-// of its own on the worker pool and storing its answer. The Plan handler
+// identical request in flight (single flight), else on the worker pool:
+// from the fleet's shared tier when one is set (another replica's answer,
+// or its planning in flight, server/shared_tier.h), else by leading a
+// planning of its own and storing its answer in both. The Plan handler
 // parses and admits the call, then hands it here.
 //
 // Schedulers ask the same question again and again: the key is the digest
@@ -28,6 +30,7 @@
 #include "core/planning_core.h"
 #include "server/metrics.h"
 #include "server/plan_cache.h"
+#include "server/shared_tier.h"
 #include "server/single_flight.h"
 #include "slackswap/v1/planner_service.pb.h"
 
@@ -47,9 +50,9 @@ class PlanAnswerer {
   // What a cache hit's log line says: hits are logged one in many.
   static constexpr char kCacheHit[] = "cache=hit";
 
-  // REQUIRES: core and metrics outlive the answerer.
+  // REQUIRES: core, metrics and shared (if set) outlive the answerer.
   PlanAnswerer(int64_t cache_bytes, const PlanningCore* core,
-               ServiceMetrics* metrics);
+               ServiceMetrics* metrics, SharedTier* shared = nullptr);
 
   PlanAnswerer(const PlanAnswerer&) = delete;
   PlanAnswerer& operator=(const PlanAnswerer&) = delete;
@@ -70,6 +73,8 @@ class PlanAnswerer {
   // Immutable after construction.
   const PlanningCore* const core_;
   ServiceMetrics* const metrics_;
+  SharedTier* const shared_;
+  const std::string planner_version_;
   // Thread-safe by themselves.
   PlanCache cache_;
   SingleFlight flights_;

@@ -4,7 +4,9 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,7 @@
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "io/proto_file.h"
 #include "io/request_key.h"
+#include "server/shared_entries.h"
 
 namespace slackswap {
 namespace {
@@ -229,6 +232,29 @@ const std::vector<std::string>& PlannerService::MethodNames() {
   return *names;
 }
 
+namespace {
+
+std::unique_ptr<SharedTier> MakeSharedTier(const ServiceOptions& options,
+                                           RequestLog* log) {
+  if (options.shared_store == nullptr) return nullptr;
+  // The catalogs and the planner version name the answers' namespace.
+  const v1::ServerInfoResponse info = PlanningCore(options.limits).Info();
+  SharedTierOptions tier;
+  tier.ns =
+      SharedNamespace(info.planner_version(), info.hardware_catalog_sha256(),
+                      info.node_catalog_sha256());
+  auto ms = [](double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3));
+  };
+  tier.result_ttl = ms(options.shared_result_ttl_s);
+  tier.graph_ttl = ms(options.graph_ttl_s);
+  tier.mark_ttl = ms(options.shared_mark_s);
+  return std::make_unique<SharedTier>(options.shared_store, std::move(tier),
+                                      log);
+}
+
+}  // namespace
+
 PlannerService::PlannerService(const ServiceOptions& options,
                                ServiceMetrics* metrics, RequestLog* log)
     : options_(options),
@@ -236,7 +262,12 @@ PlannerService::PlannerService(const ServiceOptions& options,
       log_(log),
       observer_(std::make_unique<MetricsObserver>(metrics)),
       graphs_(options.graph_store_bytes, absl::Seconds(options.graph_ttl_s)),
-      core_(options.limits, observer_.get(), &graphs_),
+      shared_(MakeSharedTier(options, log)),
+      graph_source_(&graphs_, shared_.get(), kStoredBytesPerWireByte,
+                    [this](const v1::OperatorGraph& graph) {
+                      return core_.PrepareGraph(graph, StopFn());
+                    }),
+      core_(options.limits, observer_.get(), &graph_source_),
       info_([&] {
         v1::ServerInfoResponse info = core_.Info();
         info.mutable_limits()->set_max_message_bytes(options.max_message_bytes);
@@ -246,7 +277,7 @@ PlannerService::PlannerService(const ServiceOptions& options,
         return info;
       }()),
       held_(options.max_queued_bytes),
-      plans_(options.cache_bytes, &core_, metrics),
+      plans_(options.cache_bytes, &core_, metrics, shared_.get()),
       pool_(options.threads, options.max_queue, kWorkerNice),
       trimmer_(kTrimDelay) {
   metrics_->Declare(MethodNames(), PolicyNames());
@@ -440,6 +471,43 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
   return call;
 }
 
+absl::StatusOr<v1::FitResponse> PlannerService::SharedFit(v1::FitRequest& req,
+                                                          const StopFn& stop) {
+  if (shared_ == nullptr) return core_.FitStep(req, stop);
+  const std::string key = FitRequestKey(req);
+  // The namespace holds the planner version; a payload must parse.
+  const SharedTier::Accept accept = [](absl::string_view payload) {
+    v1::FitResponse r;
+    return r.ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+  };
+  SharedTier::Lease lease;
+  bool stopped = false;
+  if (std::optional<std::string> answer =
+          shared_->FindOrLead("fit", key, accept, stop, &lease, &stopped)) {
+    v1::FitResponse out;
+    out.ParseFromString(*answer);
+    return out;
+  }
+  if (stopped) {
+    return absl::CancelledError(
+        "cancelled while another replica planned the same");
+  }
+  const StopFn planning_stop = [&stop, &lease] {
+    lease.KeepAlive();
+    return stop();
+  };
+  absl::StatusOr<v1::FitResponse> out = core_.FitStep(req, planning_stop);
+  if (!out.ok()) {
+    shared_->Release(&lease);
+    return out;
+  }
+  // Served from the tier, an answer took no server time.
+  v1::FitResponse stored = *out;
+  stored.set_server_seconds(0);
+  shared_->Publish("fit", key, stored.SerializeAsString(), &lease);
+  return out;
+}
+
 grpc::ServerUnaryReactor* PlannerService::Simulate(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* resp) {
@@ -454,9 +522,8 @@ grpc::ServerUnaryReactor* PlannerService::Fit(grpc::CallbackServerContext* ctx,
                                               const grpc::ByteBuffer* raw,
                                               grpc::ByteBuffer* resp) {
   return Answer<v1::FitRequest>(
-      "Fit", ctx, raw, resp,
-      [this](const v1::FitRequest& req, const StopFn& stop) {
-        return core_.FitStep(req, stop);
+      "Fit", ctx, raw, resp, [this](v1::FitRequest& req, const StopFn& stop) {
+        return SharedFit(req, stop);
       });
 }
 
@@ -538,6 +605,9 @@ grpc::ServerUnaryReactor* PlannerService::PutGraph(
         if (!graph.ok()) return graph.status();
         graphs_.Put(out.graph_sha256(),
                     std::make_shared<const Graph>(*std::move(graph)), charge);
+        if (shared_ != nullptr) {
+          shared_->PublishGraph(out.graph_sha256(), pb, canonical_bytes);
+        }
         return out;
       });
 }
@@ -557,8 +627,11 @@ class PlannerService::SweepReactor
         ctx_(ctx),
         start_(Clock::now()),
         limit_(service->TimeLimit()),
-        stop_(
-            [this] { return ctx_->IsCancelled() || Clock::now() >= limit_; }) {
+        stop_([this] {
+          // A long sweep keeps its mark on the shared key alive.
+          lease_.KeepAlive();
+          return ctx_->IsCancelled() || Clock::now() >= limit_;
+        }) {
     service_->metrics_->RequestStarted();
     if (grpc::Status admitted = service_->AdmitCall("Sweep", ctx, *raw, &held_);
         !admitted.ok()) {
@@ -627,6 +700,20 @@ class PlannerService::SweepReactor
                         limit_));
       return;
     }
+    if (service_->shared_ != nullptr) {
+      bool stopped = false;
+      if (std::optional<std::string> answer = FindShared(&stopped)) {
+        Replay(*answer);
+        return;
+      }
+      if (stopped) {
+        Done(ToGrpcStatus(absl::CancelledError(
+                              "cancelled while another replica swept the same"),
+                          ctx_, limit_));
+        return;
+      }
+      recording_ = true;
+    }
     absl::StatusOr<std::unique_ptr<SweepRun>> run =
         service_->core_.StartSweep(req_, stop_);
     if (!run.ok()) {
@@ -646,6 +733,7 @@ class PlannerService::SweepReactor
     absl::Status s = run_->Next([this](const v1::SweepResponse& msg) {
       grpc::ByteBuffer bytes;
       SetResponse(msg, &bytes);
+      if (recording_) Record(msg);
       {
         MutexLock lock(&mu_);
         if (client_gone_) return false;
@@ -655,6 +743,9 @@ class PlannerService::SweepReactor
       return true;
     });
     if (!s.ok() || run_->Done()) {
+      if (s.ok() && recording_) {
+        service_->shared_->Publish("sweep", shared_key_, recorded_, &lease_);
+      }
       Done(ToGrpcStatus(s, ctx_, limit_));
       return;
     }
@@ -666,6 +757,55 @@ class PlannerService::SweepReactor
       }
     }
     Continue();
+  }
+
+  // Another replica's answer to this sweep (or its sweeping in flight),
+  // from the shared tier; nullopt when this replica sweeps it.
+  std::optional<std::string> FindShared(bool* stopped) {
+    shared_key_ = SweepRequestKey(req_);
+    const std::string& version = service_->info_.planner_version();
+    const SharedTier::Accept accept = [&version](absl::string_view payload) {
+      std::vector<absl::string_view> parts;
+      if (!UnpackMessages(payload, &parts) || parts.empty()) return false;
+      for (absl::string_view part : parts) {
+        v1::SweepResponse msg;
+        if (!msg.ParseFromArray(part.data(), static_cast<int>(part.size())) ||
+            msg.planner_version() != version) {
+          return false;
+        }
+      }
+      return true;
+    };
+    return service_->shared_->FindOrLead("sweep", shared_key_, accept, stop_,
+                                         &lease_, stopped);
+  }
+
+  // Streams a shared answer's messages (checked by FindShared), then ends.
+  void Replay(const std::string& packed) {
+    std::vector<absl::string_view> parts;
+    UnpackMessages(packed, &parts);
+    {
+      MutexLock lock(&mu_);
+      for (absl::string_view part : parts) {
+        grpc::Slice slice(part.data(), part.size());
+        pending_.emplace_back(&slice, 1);
+      }
+    }
+    Done(grpc::Status::OK);
+  }
+
+  // Keeps `msg` for the shared tier while the whole stream fits in one
+  // entry; past that, the sweep is not shared.
+  void Record(const v1::SweepResponse& msg) {
+    const std::string bytes = msg.SerializeAsString();
+    if (static_cast<int64_t>(recorded_.size() + bytes.size() + 4) >
+        service_->options_.shared_store->options().max_entry_bytes) {
+      recording_ = false;
+      recorded_.clear();
+      recorded_.shrink_to_fit();
+      return;
+    }
+    AppendPacked(bytes, &recorded_);
   }
 
   // Queues the next unit at the back of the pool.
@@ -680,6 +820,9 @@ class PlannerService::SweepReactor
   // Touches nothing of this after Pump: once done_ is set, another thread's
   // Pump may finish the call, and OnDone deletes this.
   void Done(grpc::Status status) {
+    if (lease_.held()) service_->shared_->Release(&lease_);
+    recorded_.clear();
+    recorded_.shrink_to_fit();
     service_->held_.Release(held_);
     run_.reset();  // the sweep's memory goes now, not when the call ends
     Pump(std::move(status));
@@ -729,6 +872,12 @@ class PlannerService::SweepReactor
   v1::SweepRequest req_;
   int64_t held_ = 0;
   std::unique_ptr<SweepRun> run_;
+  // The shared tier's part: the sweep's key, this replica's mark on it, and
+  // the messages sent so far (packed) while they fit in one entry.
+  std::string shared_key_;
+  SharedTier::Lease lease_;
+  bool recording_ = false;
+  std::string recorded_;
 
   Mutex mu_;
   std::deque<grpc::ByteBuffer> pending_ ABSL_GUARDED_BY(mu_);

@@ -15,8 +15,13 @@
 // Plan calls are answered by a PlanAnswerer (server/plan_answerer.h): from
 // the cache on the gRPC thread, or by one planning shared by identical
 // requests in flight. Graphs stored with PutGraph are named by digest.
+// With a shared store (ServiceOptions.shared_store) plans, fits and graphs
+// are also looked up in, and written to, the fleet's Redis
+// (server/shared_tier.h), so that replicas answer for each other.
 // A sweep runs one unit at a time (core SweepRun), each unit a task at the
-// back of the queue, and pauses while the client is not reading.
+// back of the queue, and pauses while the client is not reading; with a
+// shared tier, a sweep another replica ran is streamed from it, and one
+// run here is shared once it completes (when its stream fits in an entry).
 //
 //   ServiceMetrics metrics("0.1.0", "abc1234");
 //   PlannerService service(ServiceOptions{}, &metrics, &log);
@@ -44,6 +49,9 @@
 #include "server/metrics.h"
 #include "server/plan_answerer.h"
 #include "server/request_log.h"
+#include "server/shared_graph_source.h"
+#include "server/shared_store.h"
+#include "server/shared_tier.h"
 #include "server/work_queue.h"
 #include "slackswap/v1/planner_service.grpc.pb.h"
 
@@ -73,6 +81,14 @@ struct ServiceOptions {
   // the system (malloc_trim); 0: never.
   int64_t trim_after_bytes = 64 << 20;
   CoreLimits limits;
+  // The fleet's shared tier (--shared_store), or null: plans, fits and
+  // stored graphs are looked up there after this replica's own cache and
+  // store, and written there once computed. REQUIRES: outlives the service.
+  SharedStore* shared_store = nullptr;
+  // How long a shared plan or fit lives in Redis (graphs: graph_ttl_s),
+  // and how long a replica's mark on a key it plans lives unless renewed.
+  double shared_result_ttl_s = 86400;
+  double shared_mark_s = 10;
 };
 
 // The Planner service with every method taking and giving raw bytes.
@@ -119,7 +135,8 @@ class PlannerService final : public RawPlannerService {
                                        const grpc::ByteBuffer* req,
                                        grpc::ByteBuffer* resp) override;
   // Plans once per profile: admitted by cost (core/admission.h) like Plan,
-  // on the worker pool; not cached.
+  // on the worker pool; not cached locally, shared through the shared tier
+  // when there is one.
   grpc::ServerUnaryReactor* Fit(grpc::CallbackServerContext* ctx,
                                 const grpc::ByteBuffer* req,
                                 grpc::ByteBuffer* resp) override;
@@ -160,6 +177,10 @@ class PlannerService final : public RawPlannerService {
   // After a call that held `held_bytes`: gives freed memory back to the
   // system shortly, when that was large (options_.trim_after_bytes).
   void AfterLargeCall(int64_t held_bytes);
+  // A Fit's answer: another replica's from the shared tier, or planned
+  // here (and then shared).
+  absl::StatusOr<v1::FitResponse> SharedFit(v1::FitRequest& req,
+                                            const StopFn& stop);
   // Whether this cache hit gets a log line (one in
   // options_.log_cache_hits_every).
   bool SampleCacheHitLog();
@@ -191,6 +212,9 @@ class PlannerService final : public RawPlannerService {
   const std::unique_ptr<CoreObserver> observer_;
   // Thread-safe by themselves.
   GraphStore graphs_;
+  // Null without a shared store.
+  const std::unique_ptr<SharedTier> shared_;
+  SharedGraphSource graph_source_;
   const PlanningCore core_;
   const v1::ServerInfoResponse info_;
   MemoryBudget held_;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -33,6 +34,8 @@
 #include "server/metrics.h"
 #include "server/planner_service.h"
 #include "server/request_log.h"
+#include "server/shared_metrics.h"
+#include "server/shared_store.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to serve gRPC on.");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port; 0 picks a free one.");
@@ -85,6 +88,28 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "signed (mutual TLS).");
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a bearer token every call must carry.");
+ABSL_FLAG(std::string, shared_store, "",
+          "The fleet's shared tier on Redis: redis://[user[:password]@]host"
+          "[:port][/db], or rediss://... for TLS; empty: none. Plans, fits "
+          "and stored graphs are looked up there after this replica's own "
+          "cache, and written there once computed.");
+ABSL_FLAG(std::string, shared_store_password_file, "",
+          "File holding the shared store's password (instead of one in the "
+          "URL).");
+ABSL_FLAG(std::string, shared_store_tls_ca_file, "",
+          "PEM CA bundle the shared store's certificate must chain to "
+          "(rediss://); empty: the system's.");
+ABSL_FLAG(int32_t, shared_store_timeout_ms, 50,
+          "Longest any one shared-store call may take; a call past it marks "
+          "the store down until a reconnection answers.");
+ABSL_FLAG(double, shared_store_ttl_s, 86400,
+          "How long a shared plan or fit lives in Redis (graphs: "
+          "--graph_ttl_s).");
+ABSL_FLAG(int64_t, shared_store_max_entry_mb, 16,
+          "Largest value written to or read from the shared store, MiB.");
+ABSL_FLAG(double, shared_store_mark_s, 10,
+          "How long a replica's mark on a request it plans lives unless "
+          "renewed: the longest others wait on a replica that died.");
 
 namespace slackswap {
 namespace {
@@ -173,6 +198,18 @@ absl::Status CheckFlagRanges() {
            Range{"max_request_s", absl::GetFlag(FLAGS_max_request_s), 0,
                  86'400},
            Range{"grace_s", absl::GetFlag(FLAGS_grace_s), 0, 3600},
+           Range{"shared_store_timeout_ms",
+                 static_cast<double>(
+                     absl::GetFlag(FLAGS_shared_store_timeout_ms)),
+                 1, 60'000},
+           Range{"shared_store_ttl_s", absl::GetFlag(FLAGS_shared_store_ttl_s),
+                 1, 365 * 86400.0},
+           Range{"shared_store_max_entry_mb",
+                 static_cast<double>(
+                     absl::GetFlag(FLAGS_shared_store_max_entry_mb)),
+                 1, 512},
+           Range{"shared_store_mark_s",
+                 absl::GetFlag(FLAGS_shared_store_mark_s), 0.1, 3600},
            Range{"keepalive_time_s",
                  static_cast<double>(absl::GetFlag(FLAGS_keepalive_time_s)), 1,
                  86'400},
@@ -206,6 +243,8 @@ int Fail(RequestLog& log, const absl::Status& s) {
 // daemon serves it.
 struct DaemonOptions {
   ServiceOptions service;
+  // Set when --shared_store is.
+  std::optional<SharedStoreOptions> shared_store;
   std::string address;
   std::string metrics_address;  // empty: no metrics endpoint
   std::shared_ptr<grpc::ServerCredentials> credentials;
@@ -254,15 +293,60 @@ absl::StatusOr<ServiceOptions> ServiceOptionsFromFlags() {
   options.graph_ttl_s = absl::GetFlag(FLAGS_graph_ttl_s);
   options.log_cache_hits_every = absl::GetFlag(FLAGS_log_cache_hits_every);
   options.trim_after_bytes = absl::GetFlag(FLAGS_trim_after_mb) << 20;
+  options.shared_result_ttl_s = absl::GetFlag(FLAGS_shared_store_ttl_s);
+  options.shared_mark_s = absl::GetFlag(FLAGS_shared_store_mark_s);
   absl::StatusOr<std::string> token = AuthToken();
   if (!token.ok()) return token.status();
   options.auth_token = *std::move(token);
   return options;
 }
 
+// The shared store's options from the flags, or nullopt without one.
+absl::StatusOr<std::optional<SharedStoreOptions>> SharedStoreFromFlags() {
+  const std::string url = absl::GetFlag(FLAGS_shared_store);
+  if (url.empty()) return std::optional<SharedStoreOptions>();
+  absl::StatusOr<RedisEndpoint> endpoint = ParseRedisUrl(url);
+  if (!endpoint.ok()) return endpoint.status();
+  const std::string password_file =
+      absl::GetFlag(FLAGS_shared_store_password_file);
+  if (!password_file.empty()) {
+    absl::StatusOr<std::string> password = ReadFile(password_file);
+    if (!password.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shared_store_password_file: ", password.status().message()));
+    }
+    endpoint->password = std::string(absl::StripAsciiWhitespace(*password));
+    if (endpoint->password.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shared_store_password_file: ", password_file,
+                       " holds no password"));
+    }
+  }
+  if (!endpoint->user.empty() && endpoint->password.empty()) {
+    return absl::InvalidArgumentError(
+        "--shared_store names a user without a password (in the URL or "
+        "--shared_store_password_file)");
+  }
+  endpoint->tls_ca_file = absl::GetFlag(FLAGS_shared_store_tls_ca_file);
+  if (!endpoint->tls_ca_file.empty() && !endpoint->tls) {
+    return absl::InvalidArgumentError(
+        "--shared_store_tls_ca_file needs a rediss:// --shared_store");
+  }
+  SharedStoreOptions o;
+  o.endpoint = *std::move(endpoint);
+  o.call_timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_shared_store_timeout_ms));
+  o.max_entry_bytes = absl::GetFlag(FLAGS_shared_store_max_entry_mb) << 20;
+  return std::optional<SharedStoreOptions>(std::move(o));
+}
+
 absl::StatusOr<DaemonOptions> OptionsFromFlags() {
   if (absl::Status s = CheckFlagRanges(); !s.ok()) return s;
   DaemonOptions d;
+  absl::StatusOr<std::optional<SharedStoreOptions>> shared =
+      SharedStoreFromFlags();
+  if (!shared.ok()) return shared.status();
+  d.shared_store = *std::move(shared);
   absl::StatusOr<ServiceOptions> service = ServiceOptionsFromFlags();
   if (!service.ok()) return service.status();
   d.service = *std::move(service);
@@ -330,7 +414,19 @@ int Serve(const DaemonOptions& d, const sigset_t& signals, RequestLog& log) {
     absl::Status s = metrics.StartExposer(d.metrics_address);
     if (!s.ok()) return Fail(log, s);
   }
-  PlannerService service(d.service, &metrics, &log);
+  SharedMetrics shared_metrics(*metrics.registry());
+  std::unique_ptr<SharedStore> shared_store;
+  ServiceOptions service_options = d.service;
+  if (d.shared_store.has_value()) {
+    // Redis need not be up: the store connects in the background, and the
+    // replica serves from its own caches meanwhile.
+    absl::StatusOr<std::unique_ptr<SharedStore>> started =
+        SharedStore::Start(*d.shared_store, &shared_metrics, &log);
+    if (!started.ok()) return Fail(log, started.status());
+    shared_store = *std::move(started);
+    service_options.shared_store = shared_store.get();
+  }
+  PlannerService service(service_options, &metrics, &log);
   int port = 0;
   std::unique_ptr<grpc::Server> server = BuildServer(d, &service, &port);
   if (server == nullptr) {
@@ -345,6 +441,9 @@ int Serve(const DaemonOptions& d, const sigset_t& signals, RequestLog& log) {
              {"max_queue", std::to_string(d.service.max_queue)},
              {"cache_mb", std::to_string(d.service.cache_bytes >> 20)},
              {"tls", d.tls ? "on" : "off"},
+             {"shared_store", d.shared_store.has_value()
+                                  ? d.shared_store->endpoint.Redacted()
+                                  : "none"},
              {"version", Version()},
              {"commit", Commit()}});
   int signal = 0;

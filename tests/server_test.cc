@@ -62,6 +62,7 @@ using ::slackswap::testutil::AwaitMetric;
 using ::slackswap::testutil::CommandResult;
 using ::slackswap::testutil::ConcurrentPlans;
 using ::slackswap::testutil::Connect;
+using ::slackswap::testutil::Deterministic;
 using ::slackswap::testutil::FindOnPath;
 using ::slackswap::testutil::Gpt2Plan;
 using ::slackswap::testutil::Gpt2Sweep;
@@ -81,6 +82,7 @@ using ::slackswap::testutil::ServedPlanner;
 using ::slackswap::testutil::SetDeadline;
 using ::slackswap::testutil::SlackswapdProcess;
 using ::slackswap::testutil::SteadyClock;
+using ::slackswap::testutil::WithoutTimings;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::AnyOf;
@@ -93,20 +95,6 @@ constexpr char kPlanner[] = "slackswap.v1.Planner";
 // descriptors in the generated pool) linked in, for the reflection test.
 [[maybe_unused]] void (*volatile kLinkReflection)() =
     &grpc::reflection::InitProtoReflectionServerBuilderPlugin;
-
-// Equal messages give equal bytes (map order included).
-std::string Deterministic(const google::protobuf::Message& m) {
-  std::string out;
-  EXPECT_TRUE(SerializeDeterministic(m, &out));
-  return out;
-}
-
-// The report without the wall times, which differ from run to run.
-v1::PlanReport WithoutTimings(const v1::PlanResponse& resp) {
-  v1::PlanReport r = resp.report();
-  for (v1::PolicyResult& p : *r.mutable_results()) p.clear_planning_seconds();
-  return r;
-}
 
 // Matches the server's log line for one finished call of `method`.
 std::function<bool(const std::string&)> IsRequestLine(

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
+#include "io/proto_file.h"
 
 namespace slackswap {
 namespace testutil {
@@ -133,6 +134,18 @@ std::vector<grpc::Status> ConcurrentPlans(
   mu.Await(absl::Condition(&all_done));
   if (responses != nullptr) *responses = std::move(resps);
   return statuses;
+}
+
+std::string Deterministic(const google::protobuf::Message& m) {
+  std::string out;
+  EXPECT_TRUE(SerializeDeterministic(m, &out));
+  return out;
+}
+
+v1::PlanReport WithoutTimings(const v1::PlanResponse& resp) {
+  v1::PlanReport r = resp.report();
+  for (v1::PolicyResult& p : *r.mutable_results()) p.clear_planning_seconds();
+  return r;
 }
 
 }  // namespace testutil

@@ -94,6 +94,13 @@ std::optional<double> AwaitMetric(
     const std::map<std::string, std::string>& labels,
     const std::function<bool(double)>& ok, std::chrono::milliseconds timeout);
 
+// `m`'s deterministic serialization: equal messages give equal bytes (map
+// order included).
+std::string Deterministic(const google::protobuf::Message& m);
+
+// The report without the wall times, which differ from run to run.
+v1::PlanReport WithoutTimings(const v1::PlanResponse& resp);
+
 // Starts one Plan call per request at once, on the callback API, and waits
 // for all of them (bounded by their deadlines); returns each call's status.
 std::vector<grpc::Status> ConcurrentPlans(

@@ -51,6 +51,20 @@ REQUIRED_PANELS = {
     "node simulation time":
         r"histogram_quantile\(0\.99, sum by \(le\) \(rate\("
         r"slackswap_node_simulation_seconds_bucket",
+    "shared tier hit ratio by kind":
+        r"sum by \(kind\) \(rate\(slackswap_shared_lookups_total\{"
+        r"[^}]*result=\"hit\".*/.*slackswap_shared_lookups_total",
+    "shared store up": r"slackswap_shared_store_up\{",
+    "shared store call latency by op":
+        r"histogram_quantile\(0\.99, sum by \(op, le\) \(rate\("
+        r"slackswap_shared_store_call_seconds_bucket",
+    "shared store errors by op":
+        r"sum by \(op\) \(rate\(slackswap_shared_store_calls_total\{"
+        r"[^}]*result=\"error\"",
+    "shared writes dropped by reason":
+        r"sum by \(reason\) \(rate\(slackswap_shared_writes_dropped_total\{",
+    "shared waits by outcome":
+        r"sum by \(outcome\) \(rate\(slackswap_shared_waits_total\{",
 }
 
 

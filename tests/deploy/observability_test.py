@@ -1,7 +1,9 @@
 """slackswapd observed by a real Prometheus server, with the shipped config.
 
-1. Starts slackswapd on free loopback ports (one planning thread, a queue of
-   one, so a burst of calls overflows it).
+1. Starts a redis-server (no persistence, no password) and slackswapd on
+   free loopback ports (one planning thread, a queue of one, so a burst of
+   calls overflows it), with that Redis as its shared store, so that the
+   shared tier's panels have data.
 2. Writes a prometheus.yml made from deploy/prometheus/prometheus.yml with
    only the targets replaced: the slackswapd job's discovery becomes a
    static target, slackswapd's metrics port; alertmanager targets are
@@ -18,10 +20,14 @@
    series were dropped, that the shipped alert rules are loaded and
    evaluate without error, and that every query of the Grafana dashboard
    runs and the panels that the operations guide promises have data.
-6. Stops Prometheus and slackswapd (SIGTERM; slackswapd must exit 0).
+6. Stops Prometheus, slackswapd (SIGTERM; slackswapd must exit 0) and
+   Redis.
 
   /usr/bin/python3 tests/deploy/observability_test.py \
       --slackswapd build/server/slackswapd --slackswap build/cli/slackswap
+
+redis-server (Debian's, the test tier of scripts/setup.sh) is taken from
+PATH unless --redis-server names it.
 """
 
 import argparse
@@ -64,6 +70,13 @@ PANELS_WITH_DATA = [
     "Plans by scope",
     "Builds",
     "Replicas up",
+    "Shared hit ratio by kind",
+    "Shared lookups by kind and result",
+    "Shared store call latency by op (p50, p99)",
+    "Shared store errors by op",
+    "Shared store up, by replica",
+    "Shared writes dropped by reason",
+    "Shared waits by outcome",
 ]
 
 
@@ -183,17 +196,40 @@ def main():
     parser.add_argument("--slackswapd", required=True)
     parser.add_argument("--slackswap", required=True)
     parser.add_argument("--prometheus", default="/usr/bin/prometheus")
+    parser.add_argument("--redis-server",
+                        default=shutil.which("redis-server") or
+                        "/usr/bin/redis-server")
     args = parser.parse_args()
     du.check(os.access(args.prometheus, os.X_OK),
              f"{args.prometheus} not found: install the Debian package "
              f"prometheus (scripts/setup.sh)")
+    du.check(os.access(args.redis_server, os.X_OK),
+             f"{args.redis_server} not found: install the Debian package "
+             f"redis-server (scripts/setup.sh)")
 
     work = tempfile.mkdtemp(prefix="slackswap-observability-")
     ok = False
-    srv = prom = None
+    srv = prom = redis = None
     try:
-        srv = du.Server(args.slackswapd, ["--threads=1", "--max_queue=1"],
-                        log_path=os.path.join(work, "slackswapd.log")).start()
+        redis_port = du.free_port()
+        redis_log = os.path.join(work, "redis.log")
+        with open(redis_log, "w", encoding="utf-8") as log:
+            redis = subprocess.Popen(
+                [args.redis_server, "--port", str(redis_port), "--bind",
+                 "127.0.0.1", "--save", "", "--appendonly", "no",
+                 "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"],
+                cwd=work, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT)
+        srv = du.Server(args.slackswapd, [
+            "--threads=1", "--max_queue=1",
+            f"--shared_store=redis://127.0.0.1:{redis_port}/0"],
+            log_path=os.path.join(work, "slackswapd.log")).start()
+        # Redis may answer a moment after slackswapd serves: slackswapd
+        # connects by itself, retrying.
+        du.wait_until(
+            "slackswapd to connect to Redis (slackswap_shared_store_up 1)",
+            lambda: "\nslackswap_shared_store_up 1" in srv.scrape(),
+            PROM_READY_TIMEOUT_S, detail=srv.log_text)
         target = f"127.0.0.1:{srv.metrics_port}"
         config, job = make_config(
             os.path.join(du.REPO, "deploy", "prometheus", "prometheus.yml"),
@@ -350,10 +386,26 @@ def main():
         du.check(not firing, f"alerts firing on a healthy service: {firing}")
         print(f"ok: {len(rules)} alert rules loaded and evaluated, none firing")
 
+        # The shared tier, as Prometheus sees it: connected, and the plans
+        # this replica made were looked up there (misses) first.
+        du.check(scalar(prom.query(
+            'max(slackswap_shared_store_up{job="slackswapd"})')) == 1,
+            "Prometheus does not see slackswap_shared_store_up 1")
+        lookups = scalar(prom.query(
+            'sum(slackswap_shared_lookups_total{job="slackswapd",'
+            'kind="plan"})'))
+        du.check(lookups and lookups > 0, f"no plan lookup of the shared "
+                 f"tier counted ({lookups})")
+        print(f"ok: shared store up; {lookups:.0f} plan lookups of the "
+              f"shared tier")
+
         prom.stop()
         code = srv.stop()
         du.check(code == 0, f"slackswapd exited {code} after SIGTERM\n"
                  f"{srv.log_text()}")
+        redis.terminate()
+        du.check(redis.wait(PROM_STOP_TIMEOUT_S) == 0, "redis-server did not "
+                 "exit cleanly on SIGTERM")
         ok = True
         print("PASS")
     finally:
@@ -367,6 +419,9 @@ def main():
             except Exception as e:  # still try the rest
                 print(f"stopping prometheus: {e}", file=sys.stderr)
                 prom.proc.kill()
+        if redis is not None and redis.poll() is None:
+            redis.kill()
+            redis.wait(10)
         if not ok:
             if prom is not None:
                 print(f"--- prometheus log\n{prom.log_text()}",

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The shared tier (--shared_store) on a fleet of three slackswapd replicas
+# and one redis-server, all on loopback, each started and stopped here:
+#
+#   1. the hit ratio of a repeated workload (DISTINCT gpt2-xl plans, each
+#      asked ROUNDS times) spread round-robin over the three replicas, with
+#      and without the shared tier;
+#   2. the latency of a shared hit (a plan another replica computed, read
+#      from Redis) against a local one (the replica's own cache), each over
+#      DISTINCT calls at concurrency 1.
+#
+#   cmake --build build --target slackswapd loadgen
+#   bash bench/shared_tier.sh [BUILD_DIR]       # DISTINCT=25 ROUNDS=6
+#
+# DISTINCT must not be a multiple of 3: else each request would always meet
+# the same replica, round robin, and the fleet would look like one server.
+#
+# Needs redis-server and redis-cli (scripts/setup.sh test installs them).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/lib.sh"
+build="${1:-build}"
+slackswapd="$build/server/slackswapd"
+loadgen="$build/bench/loadgen"
+require_built shared_tier.sh "$build" "$slackswapd" "$loadgen"
+distinct="${DISTINCT:-25}"
+rounds="${ROUNDS:-6}"
+if ((distinct % 3 == 0)); then
+  echo "shared_tier.sh: DISTINCT=$distinct is a multiple of 3" >&2
+  exit 2
+fi
+work="$(mktemp -d)"
+pids=()
+redis_pid=""
+cleanup() {
+  for p in "${pids[@]}" $redis_pid; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
+  --appendonly no --daemonize no --loglevel warning >"$work/redis.log" 2>&1 &
+redis_pid=$!
+for _ in $(seq 100); do
+  [[ $(redis-cli -p "$redis_port" ping 2>/dev/null) == PONG ]] && break
+  sleep 0.1
+done
+
+# start_fleet FLAG...: three replicas; sets SERVERS (a,b,c) and METRICS.
+start_fleet() {
+  SERVERS=""
+  METRICS=()
+  pids=()
+  for i in 1 2 3; do
+    start_slackswapd "$slackswapd" "$work/replica$i.log" --threads=2 "$@" || {
+      echo "shared_tier.sh: replica $i did not start: $SERVER_FIRST_LINE" >&2
+      exit 1
+    }
+    pids+=("$SERVER_PID")
+    SERVERS+="${SERVERS:+,}127.0.0.1:$PORT"
+    METRICS+=("$(sed -n 's/.*"metrics_port":"\([0-9]*\)".*/\1/p' \
+      <<<"$SERVER_FIRST_LINE")")
+  done
+}
+
+stop_fleet() {
+  for p in "${pids[@]}"; do
+    SERVER_PID=$p
+    stop_slackswapd shared_tier.sh
+  done
+  pids=()
+}
+
+# plannings: slackswap plannings over the fleet (planner_seconds counts).
+plannings() {
+  local total=0 m n
+  for m in "${METRICS[@]}"; do
+    n=$(curl -s "http://127.0.0.1:$m/metrics" |
+      sed -n 's/^slackswap_planner_seconds_count{policy="slackswap"} \([0-9.e+]*\)$/\1/p')
+    total=$(awk -v a="$total" -v b="${n:-0}" 'BEGIN { print a + b }')
+  done
+  echo "$total"
+}
+
+run_load() {
+  "$loadgen" --server="$1" --distinct="$2" --requests="$3" --concurrency=1 \
+    --workload=gpt2-xl --policies=slackswap --json
+}
+
+echo "| fleet | calls | hits | hit ratio | plannings |"
+echo "|---|---:|---:|---:|---:|"
+for mode in local shared; do
+  flags=()
+  [[ $mode == shared ]] && flags=("--shared_store=redis://127.0.0.1:$redis_port/0")
+  redis-cli -p "$redis_port" flushall >/dev/null
+  start_fleet "${flags[@]}"
+  calls=$((distinct * rounds))
+  out=$(run_load "$SERVERS" "$distinct" "$calls")
+  ok=$(json_number ok "$out")
+  hits=$(json_number cache_hits "$out")
+  label="each replica's own cache"
+  [[ $mode == shared ]] && label="own caches + the shared tier"
+  echo "| $label | $ok | $hits |" \
+    "$(awk -v h="$hits" -v c="$ok" 'BEGIN { printf "%.3f", h / c }') |" \
+    "$(plannings) |"
+  stop_fleet
+done
+
+# Latency: replica 1 computes DISTINCT plans (written to Redis); replica 2
+# reads each from Redis (shared hits); replica 1 again (local hits).
+redis-cli -p "$redis_port" flushall >/dev/null
+start_fleet "--shared_store=redis://127.0.0.1:$redis_port/0"
+first="${SERVERS%%,*}"
+rest="${SERVERS#*,}"
+second="${rest%%,*}"
+run_load "$first" "$distinct" "$distinct" >/dev/null
+for _ in $(seq 100); do
+  keys=$(redis-cli -p "$redis_port" --scan --pattern 'slackswap:*:plan:*' | wc -l)
+  [[ $keys -ge $distinct ]] && break
+  sleep 0.1
+done
+shared=$(run_load "$second" "$distinct" "$distinct")
+local_hits=$(run_load "$first" "$distinct" "$distinct")
+echo
+echo "| hit | calls | hits | p50 ms | p90 ms | max ms |"
+echo "|---|---:|---:|---:|---:|---:|"
+for row in "local:$local_hits" "shared:$shared"; do
+  name=${row%%:*}
+  json=${row#*:}
+  echo "| $name | $(json_number ok "$json") | $(json_number cache_hits "$json") |" \
+    "$(json_number p50 "$json") | $(json_number p90 "$json") |" \
+    "$(json_number max "$json") |"
+done
+stop_fleet

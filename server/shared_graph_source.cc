@@ -1,0 +1,33 @@
+#include "server/shared_graph_source.h"
+
+#include <optional>
+#include <utility>
+
+namespace slackswap {
+
+SharedGraphSource::SharedGraphSource(GraphStore* local, SharedTier* shared,
+                                     int64_t charge_per_byte, Prepare prepare)
+    : local_(local),
+      shared_(shared),
+      charge_per_byte_(charge_per_byte),
+      prepare_(std::move(prepare)) {}
+
+std::shared_ptr<const Graph> SharedGraphSource::Find(
+    const std::string& sha256) {
+  if (std::shared_ptr<const Graph> g = local_->Find(sha256)) return g;
+  if (shared_ == nullptr) return nullptr;
+  std::optional<std::string> bytes = shared_->FindGraph(sha256);
+  if (!bytes.has_value()) return nullptr;
+  v1::OperatorGraph pb;
+  // The bytes hash to the digest, so they are what some client stored with
+  // PutGraph; still, they are checked like any request's graph.
+  if (!pb.ParseFromString(*bytes)) return nullptr;
+  absl::StatusOr<Graph> graph = prepare_(pb);
+  if (!graph.ok()) return nullptr;
+  auto shared = std::make_shared<const Graph>(*std::move(graph));
+  local_->Put(sha256, shared,
+              charge_per_byte_ * static_cast<int64_t>(bytes->size()));
+  return shared;
+}
+
+}  // namespace slackswap

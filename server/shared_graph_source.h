@@ -1,0 +1,53 @@
+// The graphs requests name by digest, looked up in this replica's store
+// (PutGraph) and then, when there is a shared tier, in Redis: a graph
+// another replica stored is read back, checked against its digest, parsed,
+// validated and indexed like a PutGraph (PlanningCore::PrepareGraph), and
+// kept in the local store for the next request.
+//
+//   SharedGraphSource graphs(&store, shared_tier, /*charge_per_byte=*/4,
+//                            [&](const v1::OperatorGraph& g) {
+//                              return core.PrepareGraph(g, nullptr);
+//                            });
+//   std::shared_ptr<const Graph> g = graphs.Find(digest);  // or null
+//
+// Thread-safe.
+#ifndef SLACKSWAP_SERVER_SHARED_GRAPH_SOURCE_H_
+#define SLACKSWAP_SERVER_SHARED_GRAPH_SOURCE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/graph_source.h"
+#include "server/graph_store.h"
+#include "server/shared_tier.h"
+#include "slackswap/v1/graph.pb.h"
+
+namespace slackswap {
+
+class SharedGraphSource : public GraphSource {
+ public:
+  using Prepare =
+      std::function<absl::StatusOr<Graph>(const v1::OperatorGraph& graph)>;
+
+  // `shared` may be null (no shared tier). `charge_per_byte`: the local
+  // store's charge per canonical byte, as PutGraph charges. REQUIRES: local
+  // and shared outlive this; `prepare` is callable whenever Find is.
+  SharedGraphSource(GraphStore* local, SharedTier* shared,
+                    int64_t charge_per_byte, Prepare prepare);
+
+  std::shared_ptr<const Graph> Find(const std::string& sha256) override;
+
+ private:
+  // Immutable after construction.
+  GraphStore* const local_;
+  SharedTier* const shared_;
+  const int64_t charge_per_byte_;
+  const Prepare prepare_;
+};
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_SERVER_SHARED_GRAPH_SOURCE_H_
