@@ -7,7 +7,9 @@
 #      and without the shared tier;
 #   2. the latency of a shared hit (a plan another replica computed, read
 #      from Redis) against a local one (the replica's own cache), each over
-#      DISTINCT calls at concurrency 1.
+#      DISTINCT calls at concurrency 1, alone and with 8 misses in flight;
+#   3. what the tier costs a miss: one replica, MISS_SECONDS (10) of
+#      distinct gpt2-xl misses at concurrency 8, with and without it.
 #
 #   cmake --build build --target slackswapd loadgen
 #   bash bench/shared_tier.sh [BUILD_DIR]       # DISTINCT=25 ROUNDS=6
@@ -84,9 +86,22 @@ plannings() {
   echo "$total"
 }
 
+# run_load SERVERS DISTINCT REQUESTS [FLAG...]: loadgen at concurrency 1.
 run_load() {
-  "$loadgen" --server="$1" --distinct="$2" --requests="$3" --concurrency=1 \
-    --workload=gpt2-xl --policies=slackswap --json
+  local servers=$1 n=$2 requests=$3
+  shift 3
+  "$loadgen" --server="$servers" --distinct="$n" --requests="$requests" \
+    --concurrency=1 --workload=gpt2-xl --policies=slackswap --json "$@"
+}
+
+# await_keys N: until Redis holds N plans (writes are asynchronous).
+await_keys() {
+  for _ in $(seq 100); do
+    keys=$(redis-cli -p "$redis_port" --scan --pattern 'slackswap:*:plan:*' |
+      wc -l)
+    [[ $keys -ge $1 ]] && return
+    sleep 0.1
+  done
 }
 
 echo "| fleet | calls | hits | hit ratio | plannings |"
@@ -109,24 +124,38 @@ for mode in local shared; do
 done
 
 # Latency: replica 1 computes DISTINCT plans (written to Redis); replica 2
-# reads each from Redis (shared hits); replica 1 again (local hits).
+# reads each from Redis (shared hits); replica 1 again (local hits). Then
+# under load: replica 1 computes DISTINCT other plans (slackswap and
+# capuchin), and replica 2, with 8 llama-7b misses in flight, answers its
+# local hits (the first set) and shared hits (the second).
 redis-cli -p "$redis_port" flushall >/dev/null
 start_fleet "--shared_store=redis://127.0.0.1:$redis_port/0"
 first="${SERVERS%%,*}"
 rest="${SERVERS#*,}"
 second="${rest%%,*}"
 run_load "$first" "$distinct" "$distinct" >/dev/null
-for _ in $(seq 100); do
-  keys=$(redis-cli -p "$redis_port" --scan --pattern 'slackswap:*:plan:*' | wc -l)
-  [[ $keys -ge $distinct ]] && break
-  sleep 0.1
-done
+await_keys "$distinct"
 shared=$(run_load "$second" "$distinct" "$distinct")
 local_hits=$(run_load "$first" "$distinct" "$distinct")
+run_load "$first" "$distinct" "$distinct" --policies=slackswap,capuchin \
+  >/dev/null
+await_keys $((2 * distinct))
+"$loadgen" --server="$second" --workload=llama-7b --distinct=100000 \
+  --concurrency=8 --duration_s=60 --policies=slackswap --json \
+  >"$work/misses.json" &
+misses_pid=$!
+sleep 2  # the misses fill the queue
+loaded_local=$(run_load "$second" "$distinct" "$distinct")
+loaded_shared=$(run_load "$second" "$distinct" "$distinct" \
+  --policies=slackswap,capuchin)
+kill -INT "$misses_pid" 2>/dev/null || true
+wait "$misses_pid" 2>/dev/null || true
 echo
 echo "| hit | calls | hits | p50 ms | p90 ms | max ms |"
 echo "|---|---:|---:|---:|---:|---:|"
-for row in "local:$local_hits" "shared:$shared"; do
+for row in "local:$local_hits" "shared:$shared" \
+  "local, 8 misses in flight:$loaded_local" \
+  "shared, 8 misses in flight:$loaded_shared"; do
   name=${row%%:*}
   json=${row#*:}
   echo "| $name | $(json_number ok "$json") | $(json_number cache_hits "$json") |" \
@@ -134,3 +163,25 @@ for row in "local:$local_hits" "shared:$shared"; do
     "$(json_number max "$json") |"
 done
 stop_fleet
+
+# What a miss pays for the tier: a lookup, a mark, a write and an unmark.
+echo
+echo "| one replica, misses at concurrency 8 | plans/s | p50 ms | p99 ms |"
+echo "|---|---:|---:|---:|"
+for mode in without with; do
+  flags=()
+  [[ $mode == with ]] && flags=("--shared_store=redis://127.0.0.1:$redis_port/0")
+  redis-cli -p "$redis_port" flushall >/dev/null
+  start_slackswapd "$slackswapd" "$work/miss_$mode.log" --threads=2 \
+    "${flags[@]}" || {
+    echo "shared_tier.sh: slackswapd did not start: $SERVER_FIRST_LINE" >&2
+    exit 1
+  }
+  pids=("$SERVER_PID")
+  out=$("$loadgen" --server="127.0.0.1:$PORT" --workload=gpt2-xl \
+    --policies=slackswap --distinct=100000 --concurrency=8 \
+    --duration_s="${MISS_SECONDS:-10}" --json)
+  echo "| $mode the shared tier | $(json_number ok_per_s "$out") |" \
+    "$(json_number p50 "$out") | $(json_number p99 "$out") |"
+  stop_fleet
+done

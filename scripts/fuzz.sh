@@ -24,7 +24,7 @@ if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLACKSWAP_FUZZ=ON \
     -DSLACKSWAP_SANITIZE=address,undefined ${CMAKE_ARGS:-}
 fi
-read -r -a targets <<< "${FUZZ_TARGETS:-fuzz_files fuzz_requests fuzz_shapes}"
+read -r -a targets <<< "${FUZZ_TARGETS:-fuzz_files fuzz_requests fuzz_shapes fuzz_shared_entries}"
 max_len="${FUZZ_MAX_LEN:-4194304}"
 cmake --build "$build_dir" -j2 --target "${targets[@]}"
 

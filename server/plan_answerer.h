@@ -1,10 +1,11 @@
 // Answers Plan requests the cheapest way there is: from the plan cache when
 // the same request was planned before, else by joining the planning of an
-// identical request in flight (single flight), else on the worker pool:
-// from the fleet's shared tier when one is set (another replica's answer,
-// or its planning in flight, server/shared_tier.h), else by leading a
-// planning of its own and storing its answer in both. The Plan handler
-// parses and admits the call, then hands it here.
+// identical request in flight (single flight); else, with a shared tier
+// (server/shared_tier.h), from the fleet's Redis (another replica's answer,
+// or its planning in flight) on a lookup thread of its own, so that a
+// shared hit never waits behind plannings; else by leading a planning on
+// the worker pool, and storing its answer in the cache and the tier. The
+// Plan handler parses and admits the call, then hands it here.
 //
 // Schedulers ask the same question again and again: the key is the digest
 // of the request's canonical form (io/request_key.h), made on the calling
@@ -12,7 +13,7 @@
 // behind planning calls in the queue.
 //
 //   PlanAnswerer answers(/*cache_bytes=*/64 << 20, &core, &metrics);
-//   answers.Answer(req, gone, limit, submit,
+//   answers.Answer(req, gone, limit, submit, submit_lookup,
 //                  [call](const absl::Status& s, const std::string& bytes,
 //                         const char* detail) { call->Reply(...); });
 //
@@ -58,17 +59,32 @@ class PlanAnswerer {
   PlanAnswerer& operator=(const PlanAnswerer&) = delete;
 
   // Answers `req` through `deliver`: at once on this thread for a cache
-  // hit, else on the thread that finishes the planning. `gone` says whether
-  // this caller has gone (the planning stops when every caller waiting for
-  // it has); `limit` is when the server's time limit for the call ends.
+  // hit, else on the thread that finds it in the shared tier or finishes
+  // the planning. `gone` says whether this caller has gone (the work stops
+  // when every caller waiting for it has); `limit` is when the server's
+  // time limit for the call ends. `submit` queues planning; `submit_lookup`
+  // queues the shared tier's lookups (unused without one; when its queue
+  // is full the request is planned here).
   void Answer(std::shared_ptr<v1::PlanRequest> req, std::function<bool()> gone,
-              Clock::time_point limit, const Submit& submit, Deliver deliver);
+              Clock::time_point limit, const Submit& submit,
+              const Submit& submit_lookup, Deliver deliver);
 
  private:
+  // The flight `key`'s stop function.
+  StopFn StopFor(const std::string& key, Clock::time_point limit);
+  // When `stop` says so, ends the flight as cancelled (counted as a
+  // deadline rejection) and returns true.
+  bool FinishedIfStopped(const std::string& key, const StopFn& stop);
+  // On a lookup thread: the shared tier's answer for the flight `key`, or
+  // its planning queued with `submit` (holding the tier's mark in a lease).
+  void LookUp(std::shared_ptr<v1::PlanRequest> req,
+              std::shared_ptr<const std::string> key, Clock::time_point limit,
+              const Submit& submit);
   // On a worker: plans the request the flight `key` waits for, stores the
-  // answer and delivers it to every caller.
+  // answer and delivers it to every caller. `lease`, if set, is this
+  // replica's mark on the key in the shared tier.
   void Lead(const v1::PlanRequest& req, const std::string& key,
-            Clock::time_point limit);
+            Clock::time_point limit, SharedTier::Lease* lease);
 
   // Immutable after construction.
   const PlanningCore* const core_;

@@ -127,6 +127,10 @@ void SetResponse(const std::string& bytes, grpc::ByteBuffer* out) {
 // names are short).
 constexpr int64_t kStoredBytesPerWireByte = 4;
 
+// Threads for the shared tier's Plan lookups: each mostly waits on Redis
+// (or on another replica's planning), so there are more than cores.
+constexpr int kSharedLookupThreads = 8;
+
 // The most sweep messages computed but not yet written before the sweep
 // pauses: a client not reading stops costing planning.
 constexpr size_t kMaxUnsentSweepMessages = 8;
@@ -279,6 +283,10 @@ PlannerService::PlannerService(const ServiceOptions& options,
       held_(options.max_queued_bytes),
       plans_(options.cache_bytes, &core_, metrics, shared_.get()),
       pool_(options.threads, options.max_queue, kWorkerNice),
+      shared_lookups_(shared_ == nullptr
+                          ? nullptr
+                          : std::make_unique<WorkQueue>(kSharedLookupThreads,
+                                                        options.max_queue)),
       trimmer_(kTrimDelay) {
   metrics_->Declare(MethodNames(), PolicyNames());
 }
@@ -292,7 +300,11 @@ Clock::time_point PlannerService::TimeLimit() const {
              std::chrono::duration<double>(options_.max_request_s));
 }
 
-void PlannerService::Shutdown() { pool_.Shutdown(); }
+void PlannerService::Shutdown() {
+  // Lookups may still queue planning: they drain first.
+  if (shared_lookups_ != nullptr) shared_lookups_->Shutdown();
+  pool_.Shutdown();
+}
 
 bool PlannerService::SampleCacheHitLog() {
   const int every = options_.log_cache_hits_every;
@@ -462,6 +474,13 @@ grpc::ServerUnaryReactor* PlannerService::Plan(grpc::CallbackServerContext* ctx,
       std::move(req), [ctx] { return ctx->IsCancelled(); }, limit,
       [this](std::function<void()> task) {
         return Submit("Plan", std::move(task));
+      },
+      [this](std::function<void()> task) {
+        if (shared_lookups_ != nullptr &&
+            shared_lookups_->TrySubmit(std::move(task))) {
+          return absl::OkStatus();
+        }
+        return absl::ResourceExhaustedError("shared lookups queue full");
       },
       [call, ctx, resp, limit](const absl::Status& s, const std::string& bytes,
                                const char* cache) {

@@ -220,6 +220,9 @@ class PlannerService final : public RawPlannerService {
   MemoryBudget held_;
   PlanAnswerer plans_;
   WorkQueue pool_;
+  // The shared tier's Plan lookups (and waits for other replicas), off the
+  // planning threads; null without a shared store.
+  const std::unique_ptr<WorkQueue> shared_lookups_;
   MemoryTrimmer trimmer_;
   // Cache hits answered, for sampling their log lines.
   std::atomic<int64_t> cache_hits_logged_{0};

@@ -1,6 +1,7 @@
 #include "server/shared_store.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,8 @@ constexpr char kRenewScript[] =
 
 constexpr std::chrono::milliseconds kFirstBackoff{100};
 constexpr std::chrono::milliseconds kMaxBackoff{2000};
+// Up for less than this before going down again: the backoff goes on.
+constexpr std::chrono::seconds kStableUp{5};
 // While down, one failed attempt in this many is logged (the first, and
 // each whose error differs from the last, always).
 constexpr int kLogEveryFailures = 10;
@@ -109,6 +112,10 @@ absl::StatusOr<RedisReply> SharedStore::Call(
   const Clock::time_point start = Clock::now();
   const Clock::time_point own = start + options_.call_timeout;
   const Clock::time_point deadline = std::min(own, caller_deadline);
+  if (deadline <= start) {
+    // The caller's time is up: no call, and nothing said of Redis.
+    return absl::DeadlineExceededError("shared store: no time left");
+  }
   absl::Status failed;
   absl::StatusOr<RedisReply> reply;
   std::unique_ptr<RedisConnection> conn;
@@ -302,7 +309,9 @@ void SharedStore::TryConnect() {
       failed = opened.status();
     } else {
       conn = *std::move(opened);
-      absl::StatusOr<RedisReply> pong = conn->Command({"PING"}, deadline);
+      // Up means answering within a call's time, not only connecting.
+      absl::StatusOr<RedisReply> pong = conn->Command(
+          {"PING"}, std::min(deadline, Clock::now() + options_.call_timeout));
       if (!pong.ok()) {
         failed = pong.status();
       } else if (pong->is_error()) {
@@ -345,6 +354,8 @@ void SharedStore::TryConnect() {
 void SharedStore::Loop() {
   std::chrono::milliseconds backoff = kFirstBackoff;
   Clock::time_point next_try = Clock::now();
+  // When the store last came up, while it is up.
+  std::optional<Clock::time_point> up_since;
   for (;;) {
     Write w;
     bool connect = false;
@@ -364,6 +375,20 @@ void SharedStore::Loop() {
         queue_.clear();
         queued_bytes_ = 0;
         const Clock::time_point now = Clock::now();
+        if (up_since.has_value()) {
+          // Down again. After a short time up (a Redis that answers PING
+          // but not the calls in time), the next attempt waits, longer each
+          // time, so that requests do not pay a timeout after every
+          // reconnection; after a long time up, it starts at once.
+          if (now - *up_since < kStableUp) {
+            next_try = now + backoff;
+            backoff = std::min(2 * backoff, kMaxBackoff);
+          } else {
+            backoff = kFirstBackoff;
+            next_try = now;
+          }
+          up_since.reset();
+        }
         if (now >= next_try) {
           connect = true;
         } else {
@@ -376,7 +401,6 @@ void SharedStore::Loop() {
         mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return stopping_ || !up_ || !queue_.empty();
         });
-        backoff = kFirstBackoff;
         continue;
       } else {
         w = std::move(queue_.front());
@@ -390,7 +414,9 @@ void SharedStore::Loop() {
     }
     if (connect) {
       TryConnect();
-      if (!up()) {
+      if (up()) {
+        up_since = Clock::now();
+      } else {
         next_try = Clock::now() + backoff;
         backoff = std::min(2 * backoff, kMaxBackoff);
       }

@@ -8,10 +8,12 @@
 // first call that fails in transport marks the store down. While down,
 // every call answers kUnavailable at once, without touching the network,
 // and a background thread reconnects with backoff (100 ms doubling to 2 s)
-// and marks it up again once a PING answers. Writes are queued and sent by
-// that thread, off every reply's path; a write that would take the queue
-// past its byte bound, or that meets the store down, is dropped and
-// counted.
+// and marks it up again once a PING answers within a call's timeout. A
+// store that goes down again within 5 s of coming up (slow, not dead)
+// keeps backing off, so requests pay one timeout per attempt at most. Writes
+// are queued and sent by that thread, off every reply's path; a write that
+// would take the queue past its byte bound, or that meets the store down, is
+// dropped and counted.
 //
 //   auto store = SharedStore::Start(options, &observer, &log);
 //   SharedStore::Probe p = store->Lookup(key, mark_key, deadline);
