@@ -60,6 +60,9 @@ absl::StatusOr<std::unique_ptr<SharedStore>> SharedStore::Start(
     if (!ctx.ok()) return ctx.status();
     tls = *std::move(ctx);
   }
+  // Said before the background thread starts, which may connect (and say
+  // so) at once.
+  if (observer != nullptr) observer->SharedUp(false);
   return std::unique_ptr<SharedStore>(
       new SharedStore(std::move(options), std::move(tls), observer, log));
 }
@@ -71,9 +74,7 @@ SharedStore::SharedStore(SharedStoreOptions options,
       tls_(std::move(tls)),
       observer_(observer),
       log_(log),
-      thread_([this] { Loop(); }) {
-  if (observer_ != nullptr) observer_->SharedUp(false);
-}
+      thread_([this] { Loop(); }) {}
 
 SharedStore::~SharedStore() {
   Flush(std::chrono::seconds(1));

@@ -43,7 +43,10 @@ class CountingObserver : public SharedStoreObserver {
     MutexLock l(&mu_);
     return last_drop_;
   }
-  void SharedUp(bool up) override { ups += up ? 1 : 0; }
+  void SharedUp(bool up) override {
+    ups += up ? 1 : 0;
+    last_up = up;
+  }
   void SharedLookup(const char*, const char*) override {}
   void SharedWait(const char*) override {}
 
@@ -51,6 +54,7 @@ class CountingObserver : public SharedStoreObserver {
   std::atomic<int> failed_calls{0};
   std::atomic<int> drops{0};
   std::atomic<int> ups{0};
+  std::atomic<bool> last_up{false};
 
  private:
   Mutex mu_;
@@ -83,6 +87,13 @@ class SharedStoreTest : public ::testing::Test {
         SharedStore::Start(o, &observer_, nullptr);
     EXPECT_TRUE(store.ok()) << store.status();
     EXPECT_TRUE(AwaitUp(**store, true));
+    // The observer's last word agrees (it hears a moment after up()): the
+    // start's "down" never follows the background thread's "up".
+    const auto deadline = std::chrono::steady_clock::now() + kAwait;
+    while (!observer_.last_up && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(observer_.last_up);
     return *std::move(store);
   }
 
