@@ -45,17 +45,20 @@ redis_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1"
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' \
   --appendonly no --daemonize no --loglevel warning >"$work/redis.log" 2>&1 &
 redis_pid=$!
+shared_flag="--shared_store=redis://127.0.0.1:$redis_port/0"
 for _ in $(seq 100); do
   [[ $(redis-cli -p "$redis_port" ping 2>/dev/null) == PONG ]] && break
   sleep 0.1
 done
 
-# start_fleet FLAG...: three replicas; sets SERVERS (a,b,c) and METRICS.
+# start_fleet N FLAG...: N replicas; sets SERVERS (a,b,...) and METRICS.
 start_fleet() {
+  local n=$1
+  shift
   SERVERS=""
   METRICS=()
   pids=()
-  for i in 1 2 3; do
+  for i in $(seq "$n"); do
     start_slackswapd "$slackswapd" "$work/replica$i.log" --threads=2 "$@" || {
       echo "shared_tier.sh: replica $i did not start: $SERVER_FIRST_LINE" >&2
       exit 1
@@ -108,9 +111,9 @@ echo "| fleet | calls | hits | hit ratio | plannings |"
 echo "|---|---:|---:|---:|---:|"
 for mode in local shared; do
   flags=()
-  [[ $mode == shared ]] && flags=("--shared_store=redis://127.0.0.1:$redis_port/0")
+  [[ $mode == shared ]] && flags=("$shared_flag")
   redis-cli -p "$redis_port" flushall >/dev/null
-  start_fleet "${flags[@]}"
+  start_fleet 3 "${flags[@]}"
   calls=$((distinct * rounds))
   out=$(run_load "$SERVERS" "$distinct" "$calls")
   ok=$(json_number ok "$out")
@@ -129,7 +132,7 @@ done
 # capuchin), and replica 2, with 8 llama-7b misses in flight, answers its
 # local hits (the first set) and shared hits (the second).
 redis-cli -p "$redis_port" flushall >/dev/null
-start_fleet "--shared_store=redis://127.0.0.1:$redis_port/0"
+start_fleet 3 "$shared_flag"
 first="${SERVERS%%,*}"
 rest="${SERVERS#*,}"
 second="${rest%%,*}"
@@ -170,15 +173,10 @@ echo "| one replica, misses at concurrency 8 | plans/s | p50 ms | p99 ms |"
 echo "|---|---:|---:|---:|"
 for mode in without with; do
   flags=()
-  [[ $mode == with ]] && flags=("--shared_store=redis://127.0.0.1:$redis_port/0")
+  [[ $mode == with ]] && flags=("$shared_flag")
   redis-cli -p "$redis_port" flushall >/dev/null
-  start_slackswapd "$slackswapd" "$work/miss_$mode.log" --threads=2 \
-    "${flags[@]}" || {
-    echo "shared_tier.sh: slackswapd did not start: $SERVER_FIRST_LINE" >&2
-    exit 1
-  }
-  pids=("$SERVER_PID")
-  out=$("$loadgen" --server="127.0.0.1:$PORT" --workload=gpt2-xl \
+  start_fleet 1 "${flags[@]}"
+  out=$("$loadgen" --server="$SERVERS" --workload=gpt2-xl \
     --policies=slackswap --distinct=100000 --concurrency=8 \
     --duration_s="${MISS_SECONDS:-10}" --json)
   echo "| $mode the shared tier | $(json_number ok_per_s "$out") |" \

@@ -231,6 +231,19 @@ absl::Status RedisConnection::Wait(bool for_read, Clock::time_point deadline) {
   }
 }
 
+absl::Status RedisConnection::AwaitTls(int rc, absl::string_view what,
+                                       Clock::time_point deadline) {
+  const int err = SSL_get_error(ssl_, rc);
+  if (err == SSL_ERROR_ZERO_RETURN) {
+    return absl::UnavailableError("shared store: the server closed");
+  }
+  if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+    return absl::UnavailableError(
+        absl::StrCat("shared store: ", what, ": ", TlsErrors()));
+  }
+  return Wait(err == SSL_ERROR_WANT_READ, deadline);
+}
+
 absl::Status RedisConnection::WriteAll(absl::string_view data,
                                        Clock::time_point deadline) {
   while (!data.empty()) {
@@ -242,13 +255,7 @@ absl::Status RedisConnection::WriteAll(absl::string_view data,
         data.remove_prefix(static_cast<size_t>(rc));
         continue;
       }
-      const int err = SSL_get_error(ssl_, rc);
-      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-        return absl::UnavailableError(
-            absl::StrCat("shared store: TLS write: ", TlsErrors()));
-      }
-      if (absl::Status s = Wait(err == SSL_ERROR_WANT_READ, deadline);
-          !s.ok()) {
+      if (absl::Status s = AwaitTls(rc, "TLS write", deadline); !s.ok()) {
         return s;
       }
       continue;
@@ -279,16 +286,7 @@ absl::StatusOr<size_t> RedisConnection::ReadSome(char* buf, size_t size,
       ERR_clear_error();
       const int rc = SSL_read(ssl_, buf, chunk);
       if (rc > 0) return static_cast<size_t>(rc);
-      const int err = SSL_get_error(ssl_, rc);
-      if (err == SSL_ERROR_ZERO_RETURN) {
-        return absl::UnavailableError("shared store: the server closed");
-      }
-      if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
-        return absl::UnavailableError(
-            absl::StrCat("shared store: TLS read: ", TlsErrors()));
-      }
-      if (absl::Status s = Wait(err == SSL_ERROR_WANT_READ, deadline);
-          !s.ok()) {
+      if (absl::Status s = AwaitTls(rc, "TLS read", deadline); !s.ok()) {
         return s;
       }
       continue;

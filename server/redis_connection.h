@@ -97,6 +97,10 @@ class RedisConnection {
   // Reads what is there (at least one byte) into `buf`; returns the count.
   absl::StatusOr<size_t> ReadSome(char* buf, size_t size,
                                   Clock::time_point deadline);
+  // After an SSL_read or SSL_write returned `rc` <= 0: waits for the
+  // socket as TLS asks and returns OK (call again), or the failure.
+  absl::Status AwaitTls(int rc, absl::string_view what,
+                        Clock::time_point deadline);
   // Waits until the socket is readable (`for_read`) or writable.
   absl::Status Wait(bool for_read, Clock::time_point deadline);
 

@@ -90,16 +90,6 @@ bool SharedStore::up() const {
   return up_;
 }
 
-int64_t SharedStore::writes_sent() const {
-  MutexLock l(&mu_);
-  return writes_sent_;
-}
-
-int64_t SharedStore::writes_dropped() const {
-  MutexLock l(&mu_);
-  return writes_dropped_;
-}
-
 bool SharedStore::Flush(std::chrono::milliseconds timeout) {
   MutexLock l(&mu_);
   return mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
@@ -231,10 +221,6 @@ SharedStore::Mark SharedStore::TryMark(const std::string& mark_key,
 void SharedStore::PutAsync(std::string key, std::string value,
                            std::chrono::milliseconds ttl) {
   if (static_cast<int64_t>(value.size()) > options_.max_entry_bytes) {
-    {
-      MutexLock l(&mu_);
-      ++writes_dropped_;
-    }
     if (observer_ != nullptr) observer_->SharedWriteDropped("oversized");
     return;
   }
@@ -262,7 +248,6 @@ void SharedStore::Enqueue(Write w) {
       queued_bytes_ += w.bytes();
       queue_.push_back(std::move(w));
     }
-    if (dropped != nullptr) ++writes_dropped_;
   }
   if (dropped != nullptr && observer_ != nullptr) {
     observer_->SharedWriteDropped(dropped);
@@ -287,12 +272,7 @@ void SharedStore::Send(const Write& w) {
                no_caller);
       break;
   }
-  MutexLock l(&mu_);
-  if (r.ok() && !r->is_error()) {
-    ++writes_sent_;
-  } else {
-    ++writes_dropped_;
-  }
+  // A failed write is counted by Call (slackswap_shared_store_calls_total).
 }
 
 void SharedStore::TryConnect() {
@@ -364,7 +344,6 @@ void SharedStore::Loop() {
     {
       MutexLock l(&mu_);
       if (stopping_) {
-        writes_dropped_ += static_cast<int64_t>(queue_.size());
         queue_.clear();
         queued_bytes_ = 0;
         return;
@@ -372,7 +351,6 @@ void SharedStore::Loop() {
       if (!up_) {
         // Writes would wait an unknown time: dropped, and counted.
         dropped = static_cast<int64_t>(queue_.size());
-        writes_dropped_ += dropped;
         queue_.clear();
         queued_bytes_ = 0;
         const Clock::time_point now = Clock::now();

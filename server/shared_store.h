@@ -137,9 +137,6 @@ class SharedStore {
                       std::chrono::milliseconds ttl);
 
   bool up() const;
-  // Queued writes sent, and those dropped (any reason).
-  int64_t writes_sent() const;
-  int64_t writes_dropped() const;
   // Blocks until the write queue is empty (sent or dropped) or `timeout`
   // passed; returns whether it is empty. For tests and shutdown.
   bool Flush(std::chrono::milliseconds timeout);
@@ -192,8 +189,6 @@ class SharedStore {
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // A write taken off the queue and not yet sent.
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t writes_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t writes_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   // Connection attempts that failed in a row (for the backoff and logs).
   int failures_ ABSL_GUARDED_BY(mu_) = 0;
   // The last failed attempt's error ("" while up).
