@@ -534,5 +534,21 @@ TEST(HostileInputTest, LinkRatesBeyondPhysicsAreNamed) {
               "h2d_gbps must be in [0.001, 100000] GB/s, got 1e-300"});
 }
 
+TEST(HostileInputTest, EfficiencyTablesOutOfRangeAreNamed) {
+  v1::PlanRequest req = Request(Tiny());
+  absl::StatusOr<Hardware> a100 = FindHardware("a100-80gb-pcie4");
+  ASSERT_TRUE(a100.ok());
+  v1::HardwareProfile hw = HardwareToProto(*a100);
+  hw.mutable_attention_efficiency(1)->set_bwd(0, 0);
+  *req.mutable_step()->mutable_hardware_inline() = hw;
+  Check(req, {absl::StatusCode::kInvalidArgument,
+              "attention_efficiency[1].bwd[0] must be in (0, 1], got 0"});
+  hw = HardwareToProto(*a100);
+  hw.mutable_gemm_efficiency()->set_size(1, 1);
+  *req.mutable_step()->mutable_hardware_inline() = hw;
+  Check(req, {absl::StatusCode::kInvalidArgument,
+              "gemm_efficiency.size must be strictly increasing"});
+}
+
 }  // namespace
 }  // namespace slackswap

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/format.h"
 #include "common/status_macros.h"
+#include "model/efficiency.h"
 
 namespace slackswap {
 namespace {
@@ -78,6 +79,27 @@ absl::StatusOr<OpCost> CostFromProto(const v1::OpCost& pb, Where where) {
   c.kernels = pb.has_kernels() ? pb.kernels() : 1;
   if (pb.has_duration_ns()) c.duration_ns = pb.duration_ns();
   SLACKSWAP_ASSIGN_OR_RETURN(c.kind, OpKindFromProto(pb.kind(), where));
+  if (pb.has_shape()) {
+    const v1::KernelShape& s = pb.shape();
+    for (auto [value, field] : {std::pair{s.m(), "m"}, std::pair{s.n(), "n"},
+                                std::pair{s.k(), "k"}}) {
+      if (value < 0 || value > std::numeric_limits<int32_t>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where(), ": cost.shape.", field, " must be in [0, ",
+            std::numeric_limits<int32_t>::max(), "], got ", value));
+      }
+    }
+    c.shape.m = static_cast<int32_t>(s.m());
+    c.shape.n = static_cast<int32_t>(s.n());
+    c.shape.k = static_cast<int32_t>(s.k());
+    c.shape.causal = s.causal();
+    if (!c.shape.known()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(),
+                       ": cost.shape is present but all its "
+                       "dimensions are 0; give them or leave it out"));
+    }
+  }
   return c;
 }
 
@@ -87,6 +109,13 @@ void CostToProto(const OpCost& c, v1::OpCost* pb) {
   pb->set_kernels(c.kernels);
   if (c.duration_ns.has_value()) pb->set_duration_ns(*c.duration_ns);
   pb->set_kind(OpKindToProto(c.kind));
+  if (c.shape.known()) {
+    v1::KernelShape* s = pb->mutable_shape();
+    s->set_m(c.shape.m);
+    s->set_n(c.shape.n);
+    s->set_k(c.shape.k);
+    s->set_causal(c.shape.causal);
+  }
 }
 
 absl::StatusOr<TensorKind> TensorKindFromProto(v1::TensorKind k, Where where) {
@@ -534,6 +563,49 @@ absl::StatusOr<Hardware> HardwareFromProto(const v1::HardwareProfile& pb) {
   if (pb.has_framework_reserve_bytes()) {
     hw.framework_reserve_bytes = pb.framework_reserve_bytes();
   }
+  // Bounded before copying: the validation below names the limits, but a
+  // hostile profile must not make us copy millions of points first.
+  if (pb.attention_efficiency_size() > kMaxEfficiencyCurves) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hardware ", QuoteInput(pb.name()), ": attention_efficiency has ",
+        pb.attention_efficiency_size(), " curves; at most ",
+        kMaxEfficiencyCurves));
+  }
+  for (const v1::AttentionEfficiencyCurve& c : pb.attention_efficiency()) {
+    if (c.seq_len_size() > kMaxEfficiencyPoints ||
+        c.fwd_size() > kMaxEfficiencyPoints ||
+        c.bwd_size() > kMaxEfficiencyPoints) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hardware ", QuoteInput(pb.name()),
+                       ": an attention_efficiency curve has more than ",
+                       kMaxEfficiencyPoints, " points"));
+    }
+    AttentionEfficiencyCurve curve;
+    curve.causal = c.causal();
+    curve.head_dim = c.head_dim();
+    curve.seq_len.assign(c.seq_len().begin(), c.seq_len().end());
+    curve.fwd.assign(c.fwd().begin(), c.fwd().end());
+    curve.bwd.assign(c.bwd().begin(), c.bwd().end());
+    hw.attention_efficiency.push_back(std::move(curve));
+  }
+  if (pb.has_gemm_efficiency()) {
+    const v1::GemmEfficiencyCurve& g = pb.gemm_efficiency();
+    if (g.size_size() == 0 && g.efficiency_size() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hardware ", QuoteInput(pb.name()),
+          ": gemm_efficiency is present but empty; give at least one point "
+          "or leave it out"));
+    }
+    if (g.size_size() > kMaxEfficiencyPoints ||
+        g.efficiency_size() > kMaxEfficiencyPoints) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hardware ", QuoteInput(pb.name()),
+          ": gemm_efficiency has more than ", kMaxEfficiencyPoints, " points"));
+    }
+    hw.gemm_efficiency.size.assign(g.size().begin(), g.size().end());
+    hw.gemm_efficiency.efficiency.assign(g.efficiency().begin(),
+                                         g.efficiency().end());
+  }
   SLACKSWAP_RETURN_IF_ERROR(ValidateHardware(hw));
   return hw;
 }
@@ -563,6 +635,19 @@ v1::HardwareProfile HardwareToProto(const Hardware& hw) {
   pb.set_kernel_launch_us(hw.kernel_launch_ns / 1e3);
   pb.set_pinned_host_memory_bytes(hw.pinned_host_memory_bytes);
   pb.set_framework_reserve_bytes(hw.framework_reserve_bytes);
+  for (const AttentionEfficiencyCurve& c : hw.attention_efficiency) {
+    v1::AttentionEfficiencyCurve* out = pb.add_attention_efficiency();
+    out->set_causal(c.causal);
+    out->set_head_dim(c.head_dim);
+    for (int64_t s : c.seq_len) out->add_seq_len(s);
+    for (double e : c.fwd) out->add_fwd(e);
+    for (double e : c.bwd) out->add_bwd(e);
+  }
+  if (!hw.gemm_efficiency.empty()) {
+    v1::GemmEfficiencyCurve* g = pb.mutable_gemm_efficiency();
+    for (int64_t s : hw.gemm_efficiency.size) g->add_size(s);
+    for (double e : hw.gemm_efficiency.efficiency) g->add_efficiency(e);
+  }
   return pb;
 }
 

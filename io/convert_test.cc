@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "io/proto_file.h"
+#include "model/efficiency.h"
 #include "model/node.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
@@ -256,6 +257,96 @@ TEST(ConvertTest, HardwareRoundTripsAndIsValidated) {
   pb.set_framework_reserve_bytes(-1);
   EXPECT_THAT(std::string(HardwareFromProto(pb).status().message()),
               HasSubstr("framework_reserve_bytes"));
+}
+
+TEST(ConvertTest, KernelShapesRoundTripAndAreChecked) {
+  v1::OperatorGraph pb = Wire();
+  v1::OpCost* cost = pb.mutable_ops(0)->mutable_cost();
+  cost->set_kind(v1::OP_KIND_MATMUL);
+  cost->set_flops(2.0 * 64 * 32 * 16);
+  cost->mutable_shape()->set_m(64);
+  cost->mutable_shape()->set_n(32);
+  cost->mutable_shape()->set_k(16);
+  absl::StatusOr<Graph> g = GraphFromProto(pb);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->ops[0].cost.shape.m, 64);
+  EXPECT_EQ(g->ops[0].cost.shape.n, 32);
+  EXPECT_EQ(g->ops[0].cost.shape.k, 16);
+  const v1::OperatorGraph out = GraphToProto(*g);
+  EXPECT_EQ(Bytes(out.ops(0).cost().shape()), Bytes(cost->shape()));
+  EXPECT_FALSE(out.ops(1).cost().has_shape());
+  // A GEMM names all three dimensions.
+  cost->mutable_shape()->set_k(0);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("op 12 (mlp_up): cost.shape of a GEMM "
+                                     "needs m, n and k all > 0"));
+  cost->mutable_shape()->set_k(int64_t{1} << 40);
+  EXPECT_THAT(ErrorOf(pb),
+              HasSubstr("op 12 (mlp_up): cost.shape.k must be in [0, "));
+  cost->mutable_shape()->set_k(-1);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("cost.shape.k must be in [0, "));
+  cost->mutable_shape()->Clear();
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("cost.shape is present but all its "
+                                     "dimensions are 0"));
+  // Attention needs keys and a head dimension; a memory-bound op no shape.
+  cost->set_kind(v1::OP_KIND_FLASH_ATTENTION);
+  cost->mutable_shape()->set_n(1024);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("cost.shape of attention needs n (keys "
+                                     "per sequence) and k (head dimension)"));
+  cost->mutable_shape()->set_k(64);
+  cost->mutable_shape()->set_causal(true);
+  EXPECT_TRUE(GraphFromProto(pb).ok());
+  cost->set_kind(v1::OP_KIND_MEMORY_BOUND);
+  EXPECT_THAT(ErrorOf(pb), HasSubstr("cost.shape is only for GEMMs and fused "
+                                     "attention"));
+}
+
+TEST(ConvertTest, EfficiencyTablesRoundTripAndBadOnesNameTheField) {
+  const Hardware hw = *FindHardware("h100-pcie5");
+  v1::HardwareProfile pb = HardwareToProto(hw);
+  ASSERT_EQ(pb.attention_efficiency_size(), 4);
+  absl::StatusOr<Hardware> back = HardwareFromProto(pb);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->gemm_efficiency.size, hw.gemm_efficiency.size);
+  EXPECT_EQ(back->gemm_efficiency.efficiency, hw.gemm_efficiency.efficiency);
+  ASSERT_EQ(back->attention_efficiency.size(), 4u);
+  EXPECT_EQ(back->attention_efficiency[3].bwd, hw.attention_efficiency[3].bwd);
+  // A profile without tables keeps working: its constants cost every op.
+  pb.clear_attention_efficiency();
+  pb.clear_gemm_efficiency();
+  back = HardwareFromProto(pb);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->attention_efficiency.empty());
+  EXPECT_TRUE(back->gemm_efficiency.empty());
+
+  auto error = [](const v1::HardwareProfile& p) {
+    absl::StatusOr<Hardware> h = HardwareFromProto(p);
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(h.status().message());
+  };
+  pb = HardwareToProto(hw);
+  pb.mutable_gemm_efficiency()->Clear();
+  EXPECT_THAT(error(pb), HasSubstr("gemm_efficiency is present but empty"));
+  pb = HardwareToProto(hw);
+  pb.mutable_gemm_efficiency()->set_size(0, 9000);  // 9000 > 8192
+  EXPECT_THAT(error(pb),
+              HasSubstr("gemm_efficiency.size must be strictly increasing"));
+  pb = HardwareToProto(hw);
+  pb.mutable_attention_efficiency(2)->set_fwd(1, 1.2);
+  EXPECT_THAT(error(pb), HasSubstr("hardware \"h100-pcie5\": "
+                                   "attention_efficiency[2].fwd[1] must be in "
+                                   "(0, 1], got 1.2"));
+  pb = HardwareToProto(hw);
+  pb.mutable_attention_efficiency(0)->clear_seq_len();
+  EXPECT_THAT(error(pb), HasSubstr("attention_efficiency[0].seq_len is empty"));
+  pb = HardwareToProto(hw);
+  for (int i = 0; i < kMaxEfficiencyCurves; ++i) {
+    *pb.add_attention_efficiency() = pb.attention_efficiency(0);
+  }
+  EXPECT_THAT(error(pb), HasSubstr("attention_efficiency has 68 curves; at "
+                                   "most 64"));
+  pb = HardwareToProto(hw);
+  for (int i = 0; i < 100; ++i) pb.mutable_gemm_efficiency()->add_size(i);
+  EXPECT_THAT(error(pb), HasSubstr("gemm_efficiency has more than 64 points"));
 }
 
 TEST(ConvertTest, EveryCatalogNodeRoundTrips) {

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "model/efficiency.h"
 
 namespace slackswap {
 namespace {
@@ -16,20 +17,20 @@ constexpr int64_t kMaxNs = std::numeric_limits<int64_t>::max();
 // Doubles at or above this do not convert to int64 safely (2^63 rounded).
 constexpr double kMaxNsDouble = 9.2e18;
 
-// FLOP/s efficiency for the op's kind, or 0 for memory-bound ops.
-double ComputeEfficiency(OpKind kind, Phase phase, const Hardware& hw) {
-  switch (kind) {
+// FLOP/s efficiency for the op's kind and shape, or 0 for memory-bound ops.
+absl::StatusOr<double> ComputeEfficiency(const OpCost& cost, Phase phase,
+                                         const Hardware& hw) {
+  switch (cost.kind) {
     case OpKind::kMatmul:
-      return hw.matmul_efficiency;
+      return GemmEfficiency(hw, cost.shape);
     case OpKind::kBatchedMatmul:
-      return hw.matmul_efficiency * kBatchedMatmulScale;
+      return GemmEfficiency(hw, cost.shape) * kBatchedMatmulScale;
     case OpKind::kFlashAttention:
-      return phase == Phase::kBackward ? hw.attn_efficiency_bwd
-                                       : hw.attn_efficiency_fwd;
+      return AttentionEfficiency(hw, cost.shape, phase);
     case OpKind::kMemoryBound:
-      return 0;
+      return 0.0;
   }
-  return 0;
+  return 0.0;
 }
 
 }  // namespace
@@ -55,9 +56,10 @@ absl::StatusOr<int64_t> CostNs(const OpCost& cost, Phase phase,
   // GB/s = bytes per ns; TFLOP/s = 1e3 FLOPs per ns.
   double ns = static_cast<double>(cost.bytes_accessed) /
               (hw.hbm_gbps * hw.hbm_efficiency);
-  const double eff = ComputeEfficiency(cost.kind, phase, hw);
-  if (eff > 0) {
-    ns = std::max(ns, cost.flops / (hw.peak_tflops_bf16 * 1e3 * eff));
+  absl::StatusOr<double> eff = ComputeEfficiency(cost, phase, hw);
+  if (!eff.ok()) return eff.status();
+  if (*eff > 0) {
+    ns = std::max(ns, cost.flops / (hw.peak_tflops_bf16 * 1e3 * *eff));
   }
   // Round up to whole nanoseconds, ignoring floating-point noise far below
   // a nanosecond (2039 GB/s * 0.85 is 1733.1499999999999 in binary).

@@ -4,9 +4,11 @@
 //   duration = max(flops / (peak * eff), bytes / (hbm * hbm_eff))
 //              + kernels * kernel_launch
 //
-// eff is matmul_efficiency for GEMMs (x kBatchedMatmulScale for batched
-// attention GEMMs) and attn_efficiency_fwd/bwd for fused attention; other ops
-// are memory bound. A measured duration_ns replaces the formula.
+// eff is the GEMM efficiency for GEMMs (x kBatchedMatmulScale for batched
+// attention GEMMs) and the attention efficiency for fused attention, each
+// from the profile's tables at the op's shape, or its constants
+// (model/efficiency.h); other ops are memory bound. A measured duration_ns
+// replaces the formula.
 //
 //   absl::StatusOr<OpDurations> d = ComputeDurations(graph, hw);
 //   int64_t t = d->op_ns[3];

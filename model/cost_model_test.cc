@@ -59,7 +59,10 @@ TEST_P(CostModelReferenceTest, OpTimesMatchReference) {
       At(Reference(), {"models", p.model, "attention", p.attention})
           .struct_value();
   int checked = 0;
-  for (const Hardware& hw : HardwareCatalog()) {
+  // The reference froze one efficiency per kernel kind; the catalog's tables
+  // (docs/FIDELITY.md) move every figure on purpose.
+  for (const Hardware& catalog_hw : HardwareCatalog()) {
+    const Hardware hw = testutil::FrozenCostModel(catalog_hw);
     absl::StatusOr<OpDurations> d = ComputeDurations(*g, hw);
     ASSERT_TRUE(d.ok()) << d.status();
     int64_t sum = 0;
@@ -250,6 +253,50 @@ TEST(CostModelTest, ComputeDurationsRejectsTotalOverflow) {
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("(second)"));
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("overflow"));
+}
+
+// --- Shape tables -----------------------------------------------------------
+
+TEST(CostModelTest, ShapedAttentionUsesTheProfilesTable) {
+  // A100's causal hd-128 curve at s 2048: 155 TFLOP/s forward+backward,
+  // split 284.1:287.1 (model/efficiency_tables.h): the backward runs at
+  // 155 * (287.1 / 284.1 + 2.5) / 3.5 TFLOP/s.
+  OpCost c = Cost(OpKind::kFlashAttention, 2.5e12, 1000);
+  c.shape = {2048, 2048, 128, true};
+  const double bwd_tflops = 155 * (287.1 / 284.1 + 2.5) / 3.5;
+  EXPECT_NEAR(static_cast<double>(*CostNs(c, Phase::kBackward, A100())),
+              2.5e12 / (bwd_tflops * 1e3) + 4000, 2);
+  // The same op without a shape: the constant 0.5 (156 TFLOP/s).
+  c.shape = {};
+  EXPECT_EQ(*CostNs(c, Phase::kBackward, A100()),
+            static_cast<int64_t>(std::ceil(2.5e12 / 156e3)) + 4000);
+}
+
+TEST(CostModelTest, ShapedGemmUsesTheProfilesTable) {
+  // 8192^3 on A100: 271.3 TFLOP/s (a table point).
+  const double flops = 2.0 * 8192 * 8192 * 8192;
+  OpCost c = Cost(OpKind::kMatmul, flops, 1000);
+  c.shape = {8192, 8192, 8192, false};
+  EXPECT_NEAR(static_cast<double>(*CostNs(c, Phase::kForward, A100())),
+              flops / 271.3e3 + 4000, 2);
+}
+
+TEST(CostModelTest, AttentionOfAMaskTheTableLacksNamesTheOp) {
+  Graph g;
+  Op op;
+  op.name = "attn";
+  op.cost = Cost(OpKind::kFlashAttention, 1e9, 1000);
+  op.cost.shape = {1024, 1024, 64, true};
+  g.AddOp(op);
+  Hardware hw = A100();
+  std::erase_if(hw.attention_efficiency,
+                [](const AttentionEfficiencyCurve& c) { return c.causal; });
+  absl::StatusOr<OpDurations> d = ComputeDurations(g, hw);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(d.status().message()),
+              ::testing::AllOf(HasSubstr("attn"),
+                               HasSubstr("attention_efficiency has no causal "
+                                         "curve")));
 }
 
 }  // namespace

@@ -16,6 +16,49 @@ bool AddOverflows(int64_t a, int64_t b, int64_t* sum) {
   return __builtin_add_overflow(a, b, sum);
 }
 
+// A shape names every dimension its kind's table reads, and only GEMMs and
+// fused attention carry one (the tables cost nothing else).
+absl::Status CheckKernelShape(const OpCost& cost, const std::string& where) {
+  const KernelShape& s = cost.shape;
+  if (!s.known()) return absl::OkStatus();
+  if (s.m < 0 || s.n < 0 || s.k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": cost.shape dimensions must be >= 0, got m=", s.m,
+                     " n=", s.n, " k=", s.k));
+  }
+  switch (cost.kind) {
+    case OpKind::kMatmul:
+    case OpKind::kBatchedMatmul:
+      if (s.m == 0 || s.n == 0 || s.k == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": cost.shape of a GEMM needs m, n and k all > 0, got m=",
+            s.m, " n=", s.n, " k=", s.k));
+      }
+      if (s.causal) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where,
+                         ": cost.shape.causal is for attention, not a "
+                         "GEMM"));
+      }
+      return absl::OkStatus();
+    case OpKind::kFlashAttention:
+      if (s.n == 0 || s.k == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where,
+            ": cost.shape of attention needs n (keys per sequence) and k "
+            "(head dimension) > 0, got n=",
+            s.n, " k=", s.k));
+      }
+      return absl::OkStatus();
+    case OpKind::kMemoryBound:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      where,
+      ": cost.shape is only for GEMMs and fused attention (the efficiency "
+      "tables cost nothing else); this op's kind is memory bound"));
+}
+
 absl::Status CheckCost(const Graph& g, const OpCost& cost,
                        const std::string& where) {
   if (std::isnan(cost.flops) || std::isinf(cost.flops)) {
@@ -39,7 +82,7 @@ absl::Status CheckCost(const Graph& g, const OpCost& cost,
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": cost.duration_ns must be >= 0, got ", *cost.duration_ns));
   }
-  return absl::OkStatus();
+  return CheckKernelShape(cost, where);
 }
 
 // Finds a cycle in the dataflow (op -> op through tensors), ignoring launch

@@ -100,6 +100,20 @@ struct Collective {
 // to make and free.
 using TensorIds = absl::InlinedVector<int32_t, 4>;
 
+// The dimensions the cost model's efficiency tables are looked up by
+// (model/efficiency.h). A GEMM [m, k] x [k, n] (one matrix of a batched
+// GEMM); fused attention: m queries against n keys per sequence, head
+// dimension k, causal or not. All zero: unknown, and the profile's constant
+// efficiencies apply.
+struct KernelShape {
+  int32_t m = 0;
+  int32_t n = 0;
+  int32_t k = 0;
+  bool causal = false;
+
+  bool known() const { return m > 0 || n > 0 || k > 0; }
+};
+
 struct OpCost {
   double flops = 0;
   int64_t bytes_accessed = 0;
@@ -107,6 +121,7 @@ struct OpCost {
   OpKind kind = OpKind::kMemoryBound;
   // Measured duration; replaces the cost model when set.
   std::optional<int64_t> duration_ns;
+  KernelShape shape;
 };
 
 // A cheaper rebuild than re-running the producer (a dropout mask regenerated

@@ -13,6 +13,8 @@
 #include "absl/strings/string_view.h"
 #include "common/format.h"
 #include "common/saturating.h"
+#include "model/efficiency.h"
+#include "model/efficiency_tables.h"
 
 namespace slackswap {
 namespace {
@@ -33,8 +35,10 @@ constexpr int64_t kDgxA100_640HostBytesPerGpu = 256'000'000'000;
 constexpr int64_t kH100PcieServerHostBytesPerGpu = 256'000'000'000;
 constexpr int64_t kGh200GraceLpddr5xBytes = 480'000'000'000;
 
-// The frozen cost-model and link parameters of the reference profiles
-// (datasheet peaks; efficiencies and link rates as measured on each system).
+// The cost-model and link parameters of the catalog (datasheet peaks;
+// efficiencies and link rates as measured on each system). The constant
+// efficiencies are the frozen reference's; they cost ops whose graph gives
+// no shape, and the tables (model/efficiency_tables.h) cost the rest.
 
 // A100 (SXM4 or PCIe card) on PCIe 4.0 x16: 312 TFLOP/s dense bf16,
 // 156 tf32, 19.5 fp32.
@@ -76,10 +80,14 @@ constexpr double kH100PcieMatmulEfficiency = 0.7;
 constexpr double kH100PcieAttnEfficiencyFwd = 0.45;
 constexpr double kH100PcieAttnEfficiencyBwd = 0.38;
 constexpr double kPcie5TheoreticalGbps = 63.0;
-constexpr double kPcie5H2dGbps = 53.0;
-constexpr double kPcie5D2hGbps = 53.0;
-constexpr double kPcie5BidirH2dGbps = 50.0;
-constexpr double kPcie5BidirD2hGbps = 50.0;
+// Pinned copies on PCIe 5.0 x16 hosts (docs/FIDELITY.md, "Host link"):
+// busGrind on an 8-GPU Gen5 host measured H2D 56.1-56.2 GB/s, D2H
+// 53.5-57.2 and 101.3-101.4 both ways together (taken as half each way);
+// nvbandwidth on H100s 56.7-57.1 H2D. No figure names an H100 PCIe card.
+constexpr double kPcie5H2dGbps = 56.2;
+constexpr double kPcie5D2hGbps = 55.4;
+constexpr double kPcie5BidirH2dGbps = 50.7;
+constexpr double kPcie5BidirD2hGbps = 50.7;
 constexpr int32_t kH100PcieCopyEngines = 3;
 constexpr int64_t kPcie5TransferLatencyNs = 8 * kNsPerUs;
 constexpr int64_t kH100KernelLaunchNs = 3 * kNsPerUs;
@@ -121,6 +129,8 @@ Hardware A100Pcie4(absl::string_view name, absl::string_view gpu,
   hw.matmul_efficiency = kA100MatmulEfficiency;
   hw.attn_efficiency_fwd = kA100AttnEfficiencyFwd;
   hw.attn_efficiency_bwd = kA100AttnEfficiencyBwd;
+  hw.attention_efficiency = A100AttentionEfficiency();
+  hw.gemm_efficiency = A100GemmEfficiency();
   hw.link_theoretical_gbps_per_dir = kPcie4TheoreticalGbps;
   hw.h2d_gbps = kPcie4H2dGbps;
   hw.d2h_gbps = kPcie4D2hGbps;
@@ -148,6 +158,8 @@ Hardware H100Pcie5() {
   hw.matmul_efficiency = kH100PcieMatmulEfficiency;
   hw.attn_efficiency_fwd = kH100PcieAttnEfficiencyFwd;
   hw.attn_efficiency_bwd = kH100PcieAttnEfficiencyBwd;
+  hw.attention_efficiency = H100AttentionEfficiency();
+  hw.gemm_efficiency = H100PcieGemmEfficiency();
   hw.link_theoretical_gbps_per_dir = kPcie5TheoreticalGbps;
   hw.h2d_gbps = kPcie5H2dGbps;
   hw.d2h_gbps = kPcie5D2hGbps;
@@ -177,6 +189,8 @@ Hardware Gh200C2c() {
   hw.matmul_efficiency = kGh200MatmulEfficiency;
   hw.attn_efficiency_fwd = kGh200AttnEfficiencyFwd;
   hw.attn_efficiency_bwd = kGh200AttnEfficiencyBwd;
+  hw.attention_efficiency = H100AttentionEfficiency();
+  hw.gemm_efficiency = H100SxmGemmEfficiency();
   hw.link_theoretical_gbps_per_dir = kC2cTheoreticalGbps;
   hw.h2d_gbps = kC2cH2dGbps;
   hw.d2h_gbps = kC2cD2hGbps;
@@ -295,7 +309,7 @@ absl::Status Validate(const Hardware& hw, absl::string_view hw_head) {
     return FieldError(hw_head, "duplex", "full, half or partial",
                       static_cast<int>(hw.duplex));
   }
-  return absl::OkStatus();
+  return ValidateEfficiencyTables(hw, hw_head);
 }
 
 }  // namespace

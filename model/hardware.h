@@ -25,6 +25,26 @@ enum class Duplex : uint8_t { kFull, kHalf, kPartial };
 inline constexpr int64_t kDefaultFrameworkReserveBytes = 1'000'000'000;
 enum class Direction : uint8_t { kD2H, kH2D };
 
+// Fused attention's efficiency (a fraction of peak_tflops_bf16, FLOPs
+// counted as the graph counts them: halved when causal) against sequence
+// length, for one head dimension and mask (model/efficiency.h).
+struct AttentionEfficiencyCurve {
+  bool causal = false;
+  int32_t head_dim = 0;
+  std::vector<int64_t> seq_len;  // strictly increasing, > 0
+  std::vector<double> fwd;       // each in (0, 1]
+  std::vector<double> bwd;
+};
+
+// A GEMM's efficiency against its size: the edge of the cube with its
+// volume, (m * n * k)^(1/3), so that a square n^3 GEMM has size n.
+struct GemmEfficiencyCurve {
+  std::vector<int64_t> size;  // strictly increasing, > 0
+  std::vector<double> efficiency;
+
+  bool empty() const { return size.empty() && efficiency.empty(); }
+};
+
 struct Hardware {
   std::string name;
   std::string gpu;
@@ -38,6 +58,11 @@ struct Hardware {
   double matmul_efficiency = 1;
   double attn_efficiency_fwd = 1;
   double attn_efficiency_bwd = 1;
+  // Efficiencies that follow the kernel's shape. Empty: the constants above
+  // serve every op (a constant is a one-point table); otherwise the
+  // constants serve only ops whose graph gives no shape.
+  std::vector<AttentionEfficiencyCurve> attention_efficiency;
+  GemmEfficiencyCurve gemm_efficiency;
   double link_theoretical_gbps_per_dir = 0;
   // GB/s = bytes per nanosecond.
   double h2d_gbps = 0;

@@ -170,14 +170,15 @@ Node HgxH100Sxm() {
   node.gpu = CatalogGpu("h100-pcie5");
   node.num_gpus = 8;
   // Each switch's uplink is one PCIe 5.0 x16 link shared by its two GPUs:
-  // the profile's x16 rates (53 GB/s each way alone, 50 while both run).
+  // the profile's x16 rates (56.2 / 55.4 GB/s alone, 50.7 each way while
+  // both run).
   // Derivation from cuda-samples issue 357 (8 GPUs on PCIe 5.0, all
   // copying host-to-device at once): GPUs 4-7 got 25.3-25.5 GB/s each,
   // 50.6-51 GB/s per pair, which is one x16 Gen5 link shared by two GPUs.
   // GPUs 0-3 got 43.7-44.8 GB/s each there (278 GB/s in total), more than
   // half a link: that machine's topology is not stated, and this catalog
   // entry follows the two-GPUs-per-switch layout, so it reproduces the
-  // 4-7 half (8 x 26.5 = 212 GB/s in total at most).
+  // 4-7 half (8 x 28.1 = 225 GB/s in total at most).
   node.switches = PairsOnTwoSockets(4, SameAsGpuLink(node.gpu));
   // 2 TB of DDR5 (DGX H100), 1 TB per socket, half of it pinned: 500 GB
   // per socket.

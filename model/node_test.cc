@@ -105,7 +105,7 @@ TEST(NodeCatalogTest, OtherNodesMatchTheirTopology) {
   ASSERT_TRUE(h100.ok());
   EXPECT_EQ(h100->gpu.name, "h100-pcie5");
   EXPECT_EQ(h100->nvlink_gbps, 450.0);
-  EXPECT_EQ(h100->switches[0].uplink.h2d_gbps, 53.0);
+  EXPECT_EQ(h100->switches[0].uplink.h2d_gbps, 56.2);
   EXPECT_EQ(h100->nics[0].gbps, 50.0);  // 400 Gb/s
   EXPECT_EQ(h100->sockets[1].pinned_host_memory_bytes, 500'000'000'000);
 

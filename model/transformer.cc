@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,7 +84,15 @@ struct Costs {
   int64_t bwd_bytes = 0;
   int32_t fwd_kernels = 1;
   int32_t bwd_kernels = 1;
+  // GEMMs and fused attention: what the efficiency tables read.
+  KernelShape shape;
 };
+
+// A dimension for KernelShape; past int32 every table has long clamped.
+int32_t ShapeDim(int64_t v) {
+  return static_cast<int32_t>(
+      std::min<int64_t>(v, std::numeric_limits<int32_t>::max()));
+}
 
 struct Saved {
   int32_t tensor;
@@ -242,11 +251,15 @@ class Builder {
     op.cost.flops = costs.fwd_flops;
     op.cost.bytes_accessed = costs.fwd_bytes;
     op.cost.kernels = costs.fwd_kernels;
+    op.cost.shape = costs.shape;
     Forward f;
     f.bwd_cost.kind = costs.kind;
     f.bwd_cost.flops = costs.bwd_flops;
     f.bwd_cost.bytes_accessed = costs.bwd_bytes;
     f.bwd_cost.kernels = costs.bwd_kernels;
+    // dgrad and wgrad have the forward GEMM's volume, attention's backward
+    // its forward's sequence and heads.
+    f.bwd_cost.shape = costs.shape;
     f.bwd_params = std::move(bwd_params);
     for (const Saved& s : saved) {
       // An entry saved by an earlier op too (an alias) keeps its first class.
@@ -285,6 +298,7 @@ class Builder {
     cost.bwd_bytes = 2 * cost.fwd_bytes;
     cost.fwd_kernels = 1;
     cost.bwd_kernels = 2;
+    cost.shape = {ShapeDim(rows), ShapeDim(n), ShapeDim(k), false};
     return cost;
   }
 
@@ -502,6 +516,8 @@ class Builder {
       cost.bwd_flops = kFlashBwdFactor * cost.fwd_flops;
       cost.fwd_bytes = 4 * thd;  // read q, k, v; write o
       cost.bwd_bytes = 8 * thd;  // read q, k, v, o, do; write dq, dk, dv
+      cost.shape = {ShapeDim(c_.seq), ShapeDim(c_.seq),
+                    ShapeDim(h_tp_ / heads_tp_), causal};
       Emit("flash_attn", cost, {q, k, v}, {o, lse}, {}, {},
            {{q, RecomputeClass::kGemmOutput},
             {k, RecomputeClass::kGemmOutput},
@@ -530,6 +546,9 @@ class Builder {
         cost.bwd_bytes = 2 * cost.fwd_bytes + 2 * thd;
         cost.fwd_kernels = 1;
         cost.bwd_kernels = 2;
+        // [s, hd] x [hd, s] and [s, s] x [s, hd]: one volume.
+        cost.shape = {ShapeDim(c_.seq), ShapeDim(c_.seq),
+                      ShapeDim(h_tp_ / heads_tp_), false};
         return cost;
       };
       int32_t scores = s2("scores");
@@ -718,6 +737,8 @@ class Builder {
     nsp.fwd_bytes =
         (b * h_ + h_ * h_ + b * h_ + h_ * kNspClasses + b * kNspClasses) * d_;
     nsp.bwd_bytes = 2 * nsp.fwd_bytes;
+    // The pooler's [b, h] x [h, h] is nearly all of it.
+    nsp.shape = {ShapeDim(b), ShapeDim(h_), ShapeDim(h_), false};
     nsp.fwd_kernels = 1;
     nsp.bwd_kernels = 2;
     Emit("nsp_pooler_and_head", nsp, {cls}, {nsp_logits}, {pooler, head},

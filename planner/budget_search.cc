@@ -103,6 +103,10 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
   bool have_nearest = false;
   int64_t nearest_excess = 0;
   int64_t next = start;
+  // The last step down by a measured excess and that excess; 0 after
+  // anything else.
+  int64_t last_step = 0;
+  int64_t last_excess = 0;
   while (evaluate.count() < kMaxSearchEvaluations) {
     const int64_t lo = out.found ? out.budget_bytes : under;
     if (evaluate.count() > 0) {
@@ -117,8 +121,10 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
       case Verdict::kFits:
         out.found = true;
         Keep(budget, e, out);
+        last_step = 0;
         break;
       case Verdict::kUnder:
+        last_step = 0;
         // Above a budget that fits, an infeasible plan bounds the search
         // like one that exceeds the limit.
         (out.found ? over : under) = budget;
@@ -128,7 +134,16 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
         over = budget;
         const int64_t excess = e.second.excess;
         if (!out.found) {
-          if (excess > 0) next = budget - excess;
+          if (excess > 0) {
+            // The reserved peak moves in the allocator's blocks and
+            // segments, not byte for byte: when a step down by the excess
+            // did not shrink it, the next step is twice as long.
+            last_step = last_step > 0 && excess >= last_excess
+                            ? std::max(excess, 2 * last_step)
+                            : excess;
+            last_excess = excess;
+            next = budget - last_step;
+          }
           if (!have_nearest || excess < nearest_excess ||
               (excess == nearest_excess && budget < out.budget_bytes)) {
             have_nearest = true;

@@ -14,7 +14,9 @@
 // The search never guesses: every candidate budget's plan is made by the
 // policy and judged by simulation. It steps down by the excess the judge
 // measured (a plan's reserved peak falls about as much as its budget),
-// then bisects to 0.1% of the unconstrained peak.
+// twice as far each time a step did not shrink the excess (the reserved
+// peak moves in the allocator's blocks), then bisects to 0.1% of the
+// unconstrained peak.
 #ifndef SLACKSWAP_PLANNER_BUDGET_SEARCH_H_
 #define SLACKSWAP_PLANNER_BUDGET_SEARCH_H_
 

@@ -28,6 +28,7 @@ namespace {
 constexpr const char* kFingerprints[] = {
     "",  // versions start at 1
     "a082d1e8d6c01ee46436451389486b5a935e8732ae7279dc4db1cd737d90f4b2",
+    "f67f3382fbfa6cf09b349b58296611d67a5aea8fcd7fd393090a435da7d1449b",
 };
 
 // For the failure message only (the test asserts the fingerprint alone):

@@ -66,4 +66,10 @@ double Number(const google::protobuf::Struct& s,
   return At(s, path).number_value();
 }
 
+Hardware FrozenCostModel(Hardware hw) {
+  hw.attention_efficiency.clear();
+  hw.gemm_efficiency = {};
+  return hw;
+}
+
 }  // namespace slackswap::testutil

@@ -16,6 +16,7 @@
 
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
+#include "model/hardware.h"
 
 namespace slackswap::testutil {
 
@@ -34,6 +35,10 @@ const google::protobuf::Value& At(const google::protobuf::Struct& s,
                                   std::initializer_list<std::string> path);
 double Number(const google::protobuf::Struct& s,
               std::initializer_list<std::string> path);
+
+// `hw` as the frozen reference costs ops: its constant efficiencies alone,
+// without the catalog's shape tables (model/efficiency.h).
+Hardware FrozenCostModel(Hardware hw);
 
 }  // namespace slackswap::testutil
 

@@ -5,12 +5,19 @@ GEMMs and convolutions are OP_KIND_MATMUL, batched GEMMs
 OP_KIND_BATCHED_MATMUL, fused attention OP_KIND_FLASH_ATTENTION, and their
 backward costs one such GEMM per gradient computed. Everything else is
 memory bound: a few FLOPs per element and the bytes it reads and writes.
+A GEMM's cost also carries its `shape` {m, n, k, causal} (one matrix of a
+batched GEMM; a convolution's implicit GEMM), fused attention's the
+queries m, keys n and head dimension k of one sequence and whether it is
+causal (a causal kernel's FLOPs are counted halved, as the graph counts
+them); a backward cost carries its forward's shape, and an op whose shape
+is not known carries none.
 
 The functions take `nbytes(t)` (bytes of t's elements at the graph's
 dtype) and `numel(t)` (elements t really holds: a sparse tensor's values)
 from the recorder, so that this module knows nothing of storages.
 """
 
+import functools
 import re
 
 import torch
@@ -51,9 +58,14 @@ _CONV_OPS = {"convolution", "mkldnn_convolution",
              "thnn_conv2d"}
 _ATTN_OPS = {"_scaled_dot_product_attention",
              "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_flash_attention_for_cpu",
              "_scaled_dot_product_efficient_attention",
              "scaled_dot_product_attention",
              "_efficient_attention_forward", "_flash_attention_forward"}
+# Of those, the ones without query [..., Lq, D] and key [..., Lk, D]
+# (theirs are [B, L, H, D]): no shape.
+_ATTN_OTHER_LAYOUT = {"_efficient_attention_forward",
+                      "_flash_attention_forward"}
 # Per-element FLOPs of memory-bound backward nodes, by node_base().
 _BWD_FLOPS_PER_ELEM = {
     "NativeLayerNormBackward": 12, "NativeBatchNormBackward": 12,
@@ -64,6 +76,7 @@ _BWD_FLOPS_PER_ELEM = {
 _FLASH_BWD_FACTOR = 2.5  # FlashAttention-2 backward recomputes S = QK^T
 
 MEMORY_BOUND = "OP_KIND_MEMORY_BOUND"
+_MAX_DIM = 2**31 - 1  # a shape's dimensions fit an int32 (io/convert.cc)
 
 
 def _empty_cost():
@@ -72,12 +85,98 @@ def _empty_cost():
 
 
 def add_cost(dst, src):
-    """Adds src into dst (an in-place op folded into its producer)."""
+    """Adds src into dst (an in-place op folded into its producer). The
+    sum keeps a shape its GEMM or attention parts all agree on."""
     dst["flops"] += src["flops"]
     dst["bytes_accessed"] += src["bytes_accessed"]
     dst["kernels"] += src["kernels"]
     if src["kind"] != MEMORY_BOUND:
+        agree = (dst["kind"] == MEMORY_BOUND or
+                 (dst["kind"] == src["kind"] and
+                  dst.get("shape") == src.get("shape")))
         dst["kind"] = src["kind"]
+        dst.pop("shape", None)
+        if agree and src.get("shape") is not None:
+            dst["shape"] = dict(src["shape"])
+
+
+def _gemm_shape(m, n, k):
+    """The shape of a GEMM [m, k] x [k, n]; None unless every dimension is
+    in [1, 2^31)."""
+    m, n, k = int(m), int(n), int(k)
+    if not all(0 < d <= _MAX_DIM for d in (m, n, k)):
+        return None
+    return {"m": m, "n": n, "k": k, "causal": False}
+
+
+def _halve_if_causal(cost):
+    """A causal kernel skips the masked half of its tiles: the graph counts
+    its FLOPs halved (as model/transformer.cc and the FlashAttention
+    benchmarks the efficiency tables come from do)."""
+    shape = cost.get("shape")
+    if shape is not None and shape.get("causal"):
+        cost["flops"] /= 2
+
+
+def _attention_shape(q, k, causal):
+    """The shape of fused attention on query [..., Lq, D] and key
+    [..., Lk, D]: m = Lq, n = Lk, k = D; None when causal is unknown."""
+    if causal is None or q.dim() < 2 or k.dim() < 2:
+        return None
+    shape = _gemm_shape(q.shape[-2], k.shape[-2], q.shape[-1])
+    if shape is not None:
+        shape["causal"] = bool(causal)
+    return shape
+
+
+def _conv_shape(x, w, y, transposed):
+    """A convolution's implicit GEMM, of the volume its FLOPs count: m =
+    batch x output positions, n = output channels, k = input channels per
+    group x kernel elements (w [Cout, Cin/groups, kernel...]; y the
+    output). A transposed one (w [Cin, Cout/groups, kernel...]) as the data
+    gradient it is: m = batch x input positions, n = output channels per
+    group x kernel elements, k = input channels."""
+    if w.dim() < 2 or w.shape[0] == 0:
+        return None
+    per = w.numel() // w.shape[0]
+    if transposed:
+        return _gemm_shape(x.numel() // w.shape[0], per, w.shape[0])
+    return _gemm_shape(y.numel() // w.shape[0], w.shape[0], per)
+
+
+def _set_shape(cost, shape):
+    if shape is not None:
+        cost["shape"] = shape
+
+
+@functools.lru_cache(maxsize=None)
+def _causal_arg(name):
+    """(position, default) of aten::name's is_causal argument, None when it
+    has none. Read off the schema: the position differs between the SDPA
+    ops and between torch versions."""
+    try:
+        packet = getattr(torch.ops.aten, name)
+        overloads = packet.overloads()
+        schema = getattr(packet, "default" if "default" in overloads
+                         else overloads[0])._schema
+    except (AttributeError, IndexError, RuntimeError):
+        return None
+    for i, a in enumerate(schema.arguments):
+        if a.name == "is_causal" and not a.kwarg_only:
+            return i, bool(a.default_value)
+    return None
+
+
+def _is_causal(name, args):
+    """The is_causal argument of the attention op `name`, None when unknown.
+    It is positional in every SDPA op's schema, and __torch_dispatch__
+    gets positional arguments in args, less trailing ones left at their
+    default."""
+    found = _causal_arg(name)
+    if found is None:
+        return None
+    i, default = found
+    return bool(args[i]) if len(args) > i else default
 
 
 def forward_cost(name, args, ins, outs, nbytes, numel):
@@ -96,11 +195,14 @@ def forward_cost(name, args, ins, outs, nbytes, numel):
         cost["flops"] = 2.0 * out0.numel() * k
         if name == "addmm":
             cost["flops"] += out0.numel()
+        _set_shape(cost, _gemm_shape(out0.shape[-2], out0.shape[-1], k))
     elif name in _BMM_OPS and out0 is not None and len(tensors) >= 2:
+        k = tensors[-2].shape[-1]
         cost["kind"] = "OP_KIND_BATCHED_MATMUL"
-        cost["flops"] = 2.0 * out0.numel() * tensors[-2].shape[-1]
+        cost["flops"] = 2.0 * out0.numel() * k
         if name == "baddbmm":
             cost["flops"] += out0.numel()
+        _set_shape(cost, _gemm_shape(out0.shape[-2], out0.shape[-1], k))
     elif name in _CONV_OPS and out0 is not None and len(tensors) >= 2:
         x, w = tensors[0], tensors[1]
         transposed = len(args) > 6 and args[6] is True
@@ -108,12 +210,16 @@ def forward_cost(name, args, ins, outs, nbytes, numel):
         cost["kind"] = "OP_KIND_MATMUL"
         cost["flops"] = 2.0 * (x.numel() if transposed else
                                out0.numel()) * per
+        _set_shape(cost, _conv_shape(x, w, out0, transposed))
     elif name in _ATTN_OPS and len(tensors) >= 3:
         q, k, v = tensors[0], tensors[1], tensors[2]
         batch = q.numel() // (q.shape[-1] * q.shape[-2])
         cost["kind"] = "OP_KIND_FLASH_ATTENTION"
         cost["flops"] = 2.0 * batch * q.shape[-2] * k.shape[-2] * (
             q.shape[-1] + v.shape[-1])
+        if name not in _ATTN_OTHER_LAYOUT:
+            _set_shape(cost, _attention_shape(q, k, _is_causal(name, args)))
+        _halve_if_causal(cost)
     else:
         elems = max([numel(t) for t in outs] + [0])
         cost["flops"] = float(_FWD_FLOPS_PER_ELEM.get(canon(name), 1) *
@@ -147,6 +253,8 @@ def backward_cost(node, nodename, gi, go, saved, nbytes, numel, key):
                         else "OP_KIND_MATMUL")
         cost["flops"] = 2.0 * g0.numel() * k * gemms
         cost["kernels"] = max(1, gemms)
+        if gemms and g0.dim() >= 2:  # the forward's [m, k] x [k, n]
+            _set_shape(cost, _gemm_shape(g0.shape[-2], g0.shape[-1], k))
         cost["bytes_accessed"] = gemms * (
             nbytes(g0) + sum(nbytes(t) for t in operands if t is not None))
         cost["bytes_accessed"] += sum(nbytes(t) for t in saved)
@@ -168,6 +276,8 @@ def backward_cost(node, nodename, gi, go, saved, nbytes, numel, key):
         cost["kind"] = "OP_KIND_MATMUL"
         cost["flops"] = 2.0 * (x.numel() if transposed else g0.numel()) \
             * per * gemms
+        if gemms and weight is not None and not (transposed and x is g0):
+            _set_shape(cost, _conv_shape(x, weight, g0, transposed))
         cost["kernels"] = max(1, gemms) + (
             1 if len(gi) > 2 and gi[2] is not None else 0)
         cost["bytes_accessed"] = (gemms * nbytes(g0) +
@@ -182,6 +292,14 @@ def backward_cost(node, nodename, gi, go, saved, nbytes, numel, key):
                 q.shape[-1] + v.shape[-1])
             cost["kind"] = "OP_KIND_FLASH_ATTENTION"
             cost["flops"] = _FLASH_BWD_FACTOR * fwd
+            # The forward's shape, from the query and key gradients (the
+            # node's first two); SDPA's nodes keep is_causal.
+            dq, dk = (list(gi) + [None, None])[:2]
+            if (base.startswith("ScaledDotProduct") and dq is not None and
+                    dk is not None):
+                _set_shape(cost, _attention_shape(
+                    dq, dk, getattr(node, "_saved_is_causal", None)))
+            _halve_if_causal(cost)
     elems = max([numel(t) for t in gis + gos] + [0])
     if cost["flops"] == 0:
         cost["flops"] = float(_BWD_FLOPS_PER_ELEM.get(base, 1) * elems)

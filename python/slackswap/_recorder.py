@@ -269,6 +269,10 @@ class Recorder:
                     "kernels": int(c["kernels"]), "kind": c["kind"]}
             if "duration_ns" in c:
                 cost["duration_ns"] = str(int(c["duration_ns"]))
+            shape = c.get("shape")
+            if shape is not None:  # a KernelShape: GEMMs and attention
+                cost["shape"] = {d: str(int(shape[d])) for d in "mnk"}
+                cost["shape"]["causal"] = bool(shape["causal"])
             ops.append({
                 "id": str(i), "name": str(op["name"]), "phase": op["phase"],
                 "input_ids": [str(x) for x in op["inputs"]],

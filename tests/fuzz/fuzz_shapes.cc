@@ -154,6 +154,15 @@ class GraphMaker {
         c->set_kind(
             static_cast<v1::OpKind>(r_.Int(0, 63) == 0 ? 0 : r_.Int(1, 4)));
         c->set_bytes_accessed(r_.Bytes());
+        // Now and then a kernel shape, in or out of range, for the
+        // efficiency tables (some kinds must refuse one).
+        if (r_.Int(0, 3) == 0) {
+          v1::KernelShape* s = c->mutable_shape();
+          s->set_m(r_.Int(0, int64_t{1} << 33));
+          s->set_n(r_.Int(0, int64_t{1} << 20));
+          s->set_k(r_.Int(0, 512));
+          s->set_causal(r_.Int(0, 1) == 1);
+        }
         break;
       default:
         c->set_duration_ns(r_.Int(1, 100'000));

@@ -161,6 +161,17 @@ def producer_of(graph, tid):
     return next(op for op in graph["ops"] if tid in op["output_ids"])
 
 
+def kernel_shape(op):
+    """op's cost.shape as (m, n, k, causal), None without one (the
+    exporter's dict has int64 strings; a message's dict leaves out zeros
+    and false)."""
+    s = op["cost"].get("shape")
+    if s is None:
+        return None
+    return (int(s.get("m", 0)), int(s.get("n", 0)), int(s.get("k", 0)),
+            bool(s.get("causal", False)))
+
+
 # --- the measured step, done here as a user would run it -------------------
 
 def build_model(model):
@@ -469,8 +480,11 @@ class ResNetTest(ModelCase, unittest.TestCase):
         self.assertEqual(conv["cost"]["kind"], "OP_KIND_MATMUL")
         self.assertEqual(conv["cost"]["flops"],
                          2.0 * 2 * 64 * 32 * 32 * 3 * 49)
+        # Its implicit GEMM: 2 x 32 x 32 outputs, 64 channels, 3 x 7 x 7.
+        self.assertEqual(kernel_shape(conv), (2048, 64, 147, False))
         bwd = ops["conv1.ConvolutionBackward0"]  # weight grad only
         self.assertEqual(bwd["cost"]["flops"], conv["cost"]["flops"])
+        self.assertEqual(kernel_shape(bwd), kernel_shape(conv))
         bwd2 = ops["layer1.0.conv1.ConvolutionBackward0"]  # dgrad + wgrad
         fwd2 = ops["layer1.0.conv1.convolution"]
         self.assertEqual(bwd2["cost"]["flops"], 2 * fwd2["cost"]["flops"])
@@ -846,8 +860,27 @@ class SparseEmbeddingTest(ModelCase, unittest.TestCase):
         self.assertIn(masks[1]["id"], self.saved)
 
 
+class CausalAttention(torch.nn.Module):
+    """A Linear making q, k, v [2, 2, 6, 8] (batch, heads, positions, head
+    dimension) of 12 tokens, then causal attention: torch's
+    F.scaled_dot_product_attention where it has one, else torch 1.13's
+    private form (which runs as two bmm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        if hasattr(F, "scaled_dot_product_attention"):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F._scaled_dot_product_attention(q, k, v, None, 0.0, False,
+                                               True)[0]
+
+
 class SmallFixesTest(unittest.TestCase):
-    """In-place activations, layers of an MLP, through the Python API."""
+    """In-place activations, layers of an MLP, kernel shapes, through the
+    Python API."""
 
     def export(self, model, *inputs):
         return SX.graph.to_dict(SX.export.export(model, inputs))
@@ -877,6 +910,57 @@ class SmallFixesTest(unittest.TestCase):
         layers = {op["name"].split(".")[0]: op["layer"]
                   for op in graph["ops"] if op["name"][0] in "01"}
         self.assertEqual(layers, {"0": 0, "1": 1})
+
+    def test_gemms_and_attention_carry_their_shapes(self):
+        graph = self.export(CausalAttention(), torch.randn(12, 16))
+        ops = graph["ops"]
+        for op in ops:
+            if op["cost"]["kind"] == "OP_KIND_MEMORY_BOUND":
+                self.assertIsNone(kernel_shape(op), op["name"])
+        # The Linear: [12, 16] x [16, 48]; its backward (the weight's
+        # gradient only) carries the forward's shape.
+        linear = [op for op in ops if op["cost"]["kind"] == "OP_KIND_MATMUL"]
+        self.assertEqual([(op["name"], kernel_shape(op)) for op in linear],
+                         [("qkv.addmm", (12, 48, 16, False)),
+                          ("qkv.AddmmBackward0", (12, 48, 16, False))])
+        attn = [op for op in ops
+                if op["cost"]["kind"] == "OP_KIND_FLASH_ATTENTION"]
+        if attn:  # a fused kernel: 6 queries, 6 keys, head dimension 8
+            self.assertEqual({op["phase"] for op in attn},
+                             {"PHASE_FORWARD", "PHASE_BACKWARD"})
+            for op in attn:
+                self.assertEqual(kernel_shape(op), (6, 6, 8, True),
+                                 op["name"])
+            return
+        # As bmm (torch 1.13 on the CPU): QK^T [6, 8] x [8, 6] and PV
+        # [6, 6] x [6, 8] per head, their backward with the same shapes.
+        bmm = [op for op in ops
+               if op["cost"]["kind"] == "OP_KIND_BATCHED_MATMUL"]
+        for phase in ("PHASE_FORWARD", "PHASE_BACKWARD"):
+            self.assertEqual(sorted(kernel_shape(op) for op in bmm
+                                    if op["phase"] == phase),
+                             [(6, 6, 8, False), (6, 8, 6, False)], phase)
+
+    def test_convolutions_carry_their_implicit_gemm(self):
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(4, 6, 3, groups=2),            # 8x8 -> 6x6
+            torch.nn.ConvTranspose2d(6, 4, 2, stride=2))   # 6x6 -> 12x12
+        graph = self.export(model, torch.randn(2, 4, 8, 8))
+        shapes = {op["name"]: kernel_shape(op) for op in graph["ops"]
+                  if op["cost"]["kind"] == "OP_KIND_MATMUL"}
+        # 2 x 36 outputs, 6 channels, 4/2 x 3 x 3; the transposed one as
+        # the data gradient it is: 2 x 36 inputs, 4 x 2 x 2, 6 channels.
+        self.assertEqual(shapes, {
+            "0.convolution": (72, 6, 18, False),
+            "0.ConvolutionBackward0": (72, 6, 18, False),
+            "1.convolution": (72, 16, 6, False),
+            "1.ConvolutionBackward0": (72, 16, 6, False)})
+        for op in graph["ops"]:
+            s = kernel_shape(op)
+            if s is not None:  # the FLOPs are those of the shape's GEMMs
+                gemms = 2 if op["name"] == "1.ConvolutionBackward0" else 1
+                self.assertEqual(op["cost"]["flops"],
+                                 2.0 * s[0] * s[1] * s[2] * gemms, op["name"])
 
     def test_backward_names_of_a_module_called_twice(self):
         graph = self.export(models.Reused(), torch.randn(4, 16))
