@@ -35,14 +35,14 @@ constexpr const char* kFingerprints[] = {
 // per request (graph and budget), each default policy's answer as the first
 // 8 hex digits of its SHA-256, in DefaultPolicyNames() order, as version
 // kAnswersVersion answered.
-constexpr int kAnswersVersion = 1;
+constexpr int kAnswersVersion = 2;
 constexpr const char* kAnswers[] = {
-    "bert-large 0.3: 780500f5 2de17d7e fea15fa9 109c8740 9ac0c45c",
-    "bert-large 0.5: 780500f5 938c5bbb 5e4b322c 0c104947 1c169f29",
-    "gpt2-xl 0.3: e35df341 c3553f74 a0720264 d732b350 df701d88",
-    "gpt2-xl 0.5: e35df341 3ca95f56 6e8b04bf feae61f6 4c09d25c",
-    "llama-7b 0.3: 0c86997c 6238a570 bea2c8f3 005c18de 44adaa23",
-    "llama-7b 0.5: 0c86997c 03f58ecc 48bb858e 38a95e6d 6355b943",
+    "bert-large 0.3: 3e0e1c91 24282f7b 91ff4c61 44c736a4 0400e587",
+    "bert-large 0.5: 3e0e1c91 39cff9fc ad87e2bc f7e50112 362d2802",
+    "gpt2-xl 0.3: fe08540c ae549002 b56e9cea 2cd05e7e d21380a4",
+    "gpt2-xl 0.5: fe08540c e6f6c7c3 fff0e318 ec7d394a 17e2771d",
+    "llama-7b 0.3: 5432b14d be11fc71 a4132a5c 73ead394 9c90d7b0",
+    "llama-7b 0.5: 5432b14d 2158c009 dfcfd994 18025a40 b2b4bc02",
     "random step 0 0.3: a779bd7f 54a9e1ab 9158411e fc0aaca3 0c48330e",
     "random step 0 0.5: a779bd7f 74a99deb edecd298 cb354c9a e34b193e",
     "random step 1 0.3: 3d4edbaf c77b507c 5fc58faf e7bbefde 49d2977e",

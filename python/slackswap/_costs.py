@@ -213,9 +213,12 @@ def forward_cost(name, args, ins, outs, nbytes, numel):
         _set_shape(cost, _conv_shape(x, w, out0, transposed))
     elif name in _ATTN_OPS and len(tensors) >= 3:
         q, k, v = tensors[0], tensors[1], tensors[2]
-        batch = q.numel() // (q.shape[-1] * q.shape[-2])
+        # The sequence is dim -2 of SDPA's [B, H, L, D] and dim -3 of the
+        # memory-efficient and flash kernels' own [B, L, H, D].
+        seq = -3 if name in _ATTN_OTHER_LAYOUT and q.dim() >= 3 else -2
+        batch = q.numel() // (q.shape[-1] * q.shape[seq])
         cost["kind"] = "OP_KIND_FLASH_ATTENTION"
-        cost["flops"] = 2.0 * batch * q.shape[-2] * k.shape[-2] * (
+        cost["flops"] = 2.0 * batch * q.shape[seq] * k.shape[seq] * (
             q.shape[-1] + v.shape[-1])
         if name not in _ATTN_OTHER_LAYOUT:
             _set_shape(cost, _attention_shape(q, k, _is_causal(name, args)))

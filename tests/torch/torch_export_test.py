@@ -882,6 +882,23 @@ class SmallFixesTest(unittest.TestCase):
     """In-place activations, layers of an MLP, kernel shapes, through the
     Python API."""
 
+    def test_attention_in_the_kernels_own_layout_counts_its_sequence(self):
+        # _efficient_attention_forward and _flash_attention_forward take
+        # [B, L, H, D], SDPA [B, H, L, D]: the same attention, the same
+        # FLOPs, 2 B H L^2 (D + Dv) (an older count read H as L).
+        b, length, heads, d = 2, 16, 4, 8
+        sdpa = [torch.randn(b, heads, length, d) for _ in range(3)]
+        own = [t.transpose(1, 2).contiguous() for t in sdpa]
+        want = 2.0 * b * heads * length * length * (d + d)
+        for name, ins in (("_scaled_dot_product_attention", sdpa),
+                          ("_efficient_attention_forward", own),
+                          ("_flash_attention_forward", own)):
+            cost = SX.costs.forward_cost(name, ins, ins, [ins[0]],
+                                         lambda t: 2 * t.numel(),
+                                         lambda t: t.numel())
+            self.assertEqual(cost["kind"], "OP_KIND_FLASH_ATTENTION", name)
+            self.assertEqual(cost["flops"], want, name)
+
     def export(self, model, *inputs):
         return SX.graph.to_dict(SX.export.export(model, inputs))
 
@@ -1200,7 +1217,8 @@ def main():
         graph=importlib.import_module("slackswap.graph"),
         errors=importlib.import_module("slackswap.errors"),
         recorder=importlib.import_module("slackswap._recorder"),
-        durations=importlib.import_module("slackswap._durations"))
+        durations=importlib.import_module("slackswap._durations"),
+        costs=importlib.import_module("slackswap._costs"))
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
 
