@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/format.h"
 
 namespace slackswap {
 namespace {
@@ -105,7 +106,7 @@ absl::StatusOr<double> AttentionEfficiency(const Hardware& hw,
   }
   if (below == nullptr && above == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "hardware \"", hw.name, "\": attention_efficiency has no ",
+        "hardware ", QuoteInput(hw.name), ": attention_efficiency has no ",
         shape.causal ? "causal" : "non-causal", " curve, and the graph has ",
         shape.causal ? "causal" : "non-causal", " attention (head dimension ",
         shape.k, ", ", shape.n, " keys); add one"));

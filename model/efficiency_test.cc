@@ -72,7 +72,14 @@ TEST(AttentionEfficiencyTest, MissingMaskIsRefusedNamingTheField) {
       hw, KernelShape{1024, 1024, 64, true}, Phase::kForward);
   EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(e.status().message()),
-              HasSubstr("attention_efficiency has no causal curve"));
+              HasSubstr("hardware \"a100-80gb-pcie4\": attention_efficiency "
+                        "has no causal curve"));
+  // A name from the wire is quoted as every input is (common/format.h).
+  hw.name = "bad\nname";
+  e = AttentionEfficiency(hw, KernelShape{1024, 1024, 64, true},
+                          Phase::kForward);
+  EXPECT_THAT(std::string(e.status().message()),
+              HasSubstr("hardware \"bad\\nname\""));
 }
 
 TEST(GemmEfficiencyTest, ByTheCubeEdgeOfItsVolume) {
