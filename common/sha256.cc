@@ -1,6 +1,8 @@
 #include "common/sha256.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <cstdlib>
 
@@ -46,6 +48,27 @@ std::string Sha256::Of(absl::string_view bytes) {
   Sha256 h;
   h.Update(bytes);
   return h.Finish();
+}
+
+std::string HmacSha256(absl::string_view key, absl::string_view message) {
+  std::string out(Sha256::kBytes, '\0');
+  unsigned int size = 0;
+  // A key of size 0 still needs a valid pointer.
+  static const char kNoKey = 0;
+  if (HMAC(EVP_sha256(), key.empty() ? &kNoKey : key.data(),
+           static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(message.data()),
+           message.size(), reinterpret_cast<unsigned char*>(out.data()),
+           &size) == nullptr ||
+      size != Sha256::kBytes) {
+    std::abort();
+  }
+  return out;
+}
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  return a.size() == b.size() &&
+         (a.empty() || CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
 std::string Sha256Hex(absl::string_view digest) {

@@ -35,5 +35,27 @@ TEST(Sha256Test, RecognisesItsHex) {
   EXPECT_FALSE(IsSha256Hex(std::string(64, 'A')));  // lower case only
 }
 
+// RFC 4231 test cases 1, 2 and 6 (a key longer than SHA-256's block).
+TEST(HmacSha256Test, KnownVectors) {
+  EXPECT_EQ(Sha256Hex(HmacSha256(std::string(20, '\x0b'), "Hi There")),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(Sha256Hex(HmacSha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(Sha256Hex(HmacSha256(
+                std::string(131, '\xaa'),
+                "Test Using Larger Than Block-Size Key - Hash Key First")),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  // An empty key is a key like any other (all zero bytes, padded).
+  EXPECT_EQ(HmacSha256("", "m"), HmacSha256(std::string(1, '\0'), "m"));
+}
+
+TEST(ConstantTimeEqualsTest, ComparesBytesAndLengths) {
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "ab"));
+  EXPECT_FALSE(ConstantTimeEquals("", "a"));
+}
+
 }  // namespace
 }  // namespace slackswap

@@ -43,6 +43,9 @@ test_packages=(
   chromium
   # The shared tier's end-to-end tests start their own redis-server.
   redis-server
+  # The system CA bundle, a runtime package the binaries read
+  # (scripts/runtime-packages.txt; its test checks the file).
+  ca-certificates
 )
 extras_packages=(
   # Fuzzing (libFuzzer) with sanitizers.

@@ -246,7 +246,8 @@ std::unique_ptr<SharedTier> MakeSharedTier(const ServiceOptions& options,
   SharedTierOptions tier;
   tier.ns =
       SharedNamespace(info.planner_version(), info.hardware_catalog_sha256(),
-                      info.node_catalog_sha256());
+                      info.node_catalog_sha256(), options.shared_fleet_secret);
+  tier.fleet_secret = options.shared_fleet_secret;
   auto ms = [](double seconds) {
     return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3));
   };

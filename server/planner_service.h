@@ -88,6 +88,10 @@ struct ServiceOptions {
   // How long a shared plan or fit lives in Redis (graphs: graph_ttl_s),
   // and how long a replica's mark on a key it plans lives unless renewed.
   double shared_result_ttl_s = 86400;
+  // Results written to and read from the shared store are sealed with a
+  // MAC under this secret (--shared_store_secret_file); empty: by digests,
+  // which anyone who can write to the Redis can forge.
+  std::string shared_fleet_secret;
   double shared_mark_s = 10;
 };
 

@@ -8,8 +8,11 @@
 namespace slackswap {
 namespace {
 
-constexpr absl::string_view kResultMagic = "ssr1";
+constexpr absl::string_view kDigestMagic = "ssr1";  // sealed by digests
+constexpr absl::string_view kMacMagic = "ssm1";     // by the fleet secret
+constexpr size_t kMagicBytes = 4;
 constexpr size_t kDigestBytes = 32;
+
 
 std::string Digest(absl::string_view bytes) {
   Sha256 h;
@@ -17,17 +20,31 @@ std::string Digest(absl::string_view bytes) {
   return h.Finish();
 }
 
+// What an "ssm1" value's MAC covers.
+std::string Mac(absl::string_view fleet_secret, absl::string_view request_key,
+                absl::string_view payload) {
+  return HmacSha256(fleet_secret, absl::StrCat(kMacMagic, Digest(request_key),
+                                               Digest(payload)));
+}
+
 }  // namespace
 
 std::string SharedNamespace(absl::string_view planner_version,
                             absl::string_view hardware_catalog_sha256,
-                            absl::string_view node_catalog_sha256) {
+                            absl::string_view node_catalog_sha256,
+                            absl::string_view fleet_secret) {
   Sha256 h;
-  // Length-prefixed, so that no two triples hash the same bytes.
-  for (absl::string_view part :
-       {planner_version, hardware_catalog_sha256, node_catalog_sha256}) {
-    h.Update(absl::StrCat(part.size(), ":"));
-    h.Update(part);
+  // Length-prefixed, so that no two lists of parts hash the same bytes.
+  auto part = [&h](absl::string_view bytes) {
+    h.Update(absl::StrCat(bytes.size(), ":"));
+    h.Update(bytes);
+  };
+  part(planner_version);
+  part(hardware_catalog_sha256);
+  part(node_catalog_sha256);
+  // The secret itself never leaves the process, only a MAC made with it.
+  if (!fleet_secret.empty()) {
+    part(HmacSha256(fleet_secret, "slackswap shared namespace"));
   }
   return Sha256Hex(h.Finish()).substr(0, 16);
 }
@@ -45,29 +62,58 @@ std::string MarkKey(absl::string_view key) {
   return absl::StrCat(key, ":planning");
 }
 
-std::string SealResult(absl::string_view request_key,
-                       absl::string_view payload) {
-  return absl::StrCat(kResultMagic, Digest(request_key), Digest(payload),
+std::string SealResult(absl::string_view request_key, absl::string_view payload,
+                       absl::string_view fleet_secret) {
+  if (fleet_secret.empty()) {
+    return absl::StrCat(kDigestMagic, Digest(request_key), Digest(payload),
+                        payload);
+  }
+  return absl::StrCat(kMacMagic, Mac(fleet_secret, request_key, payload),
                       payload);
 }
 
 absl::StatusOr<absl::string_view> OpenResult(absl::string_view request_key,
-                                             absl::string_view value) {
-  const size_t header = kResultMagic.size() + 2 * kDigestBytes;
-  if (value.size() < header ||
-      value.substr(0, kResultMagic.size()) != kResultMagic) {
+                                             absl::string_view value,
+                                             absl::string_view fleet_secret) {
+  const absl::string_view magic = value.substr(0, kMagicBytes);
+  const absl::string_view want =
+      fleet_secret.empty() ? kDigestMagic : kMacMagic;
+  if (magic != want) {
+    if (magic == kDigestMagic) {
+      return absl::DataLossError(
+          "sealed without the fleet secret, which anyone can do");
+    }
+    if (magic == kMacMagic) {
+      return absl::DataLossError(
+          "sealed with a fleet secret, and this replica has none");
+    }
     return absl::DataLossError("not a sealed result");
   }
-  absl::string_view key_digest =
-      value.substr(kResultMagic.size(), kDigestBytes);
-  absl::string_view payload_digest =
-      value.substr(kResultMagic.size() + kDigestBytes, kDigestBytes);
-  absl::string_view payload = value.substr(header);
-  if (key_digest != Digest(request_key)) {
-    return absl::DataLossError("sealed for another request");
+  if (fleet_secret.empty()) {
+    const size_t header = kMagicBytes + 2 * kDigestBytes;
+    if (value.size() < header) return absl::DataLossError("truncated");
+    const absl::string_view key_digest =
+        value.substr(kMagicBytes, kDigestBytes);
+    const absl::string_view payload_digest =
+        value.substr(kMagicBytes + kDigestBytes, kDigestBytes);
+    const absl::string_view payload = value.substr(header);
+    if (key_digest != Digest(request_key)) {
+      return absl::DataLossError("sealed for another request");
+    }
+    if (payload_digest != Digest(payload)) {
+      return absl::DataLossError("altered or truncated");
+    }
+    return payload;
   }
-  if (payload_digest != Digest(payload)) {
-    return absl::DataLossError("altered or truncated");
+  const size_t header = kMagicBytes + kDigestBytes;
+  if (value.size() < header) return absl::DataLossError("truncated");
+  const absl::string_view payload = value.substr(header);
+  if (!ConstantTimeEquals(value.substr(kMagicBytes, kDigestBytes),
+                          Mac(fleet_secret, request_key, payload))) {
+    // The MAC cannot say which: that is what makes it one.
+    return absl::DataLossError(
+        "altered, truncated, or sealed for another request or under another "
+        "secret");
   }
   return payload;
 }

@@ -190,6 +190,41 @@ TEST_F(SharedStoreTest, ASlowStoreIsMarkedDown) {
   EXPECT_TRUE(AwaitUp(*store, true));
 }
 
+// A Redis that answers PING but then not the calls in time (slow, not
+// dead) goes down again soon after each reconnection: each time, the store
+// waits longer before trying again (100 ms doubling), so that requests do
+// not pay a call's timeout after every reconnection. Only lower bounds on
+// the waits are checked: the store cannot come back before its backoff.
+TEST_F(SharedStoreTest, AStoreThatGoesDownSoonAfterComingUpBacksOffLonger) {
+  std::unique_ptr<SharedStore> store = Start();
+  // Each cycle is well within the 5 s after coming up that keep the
+  // backoff growing: 100, 200, 400, 800 ms.
+  std::chrono::milliseconds backoff(100);
+  for (int flap = 0; flap < 4; ++flap, backoff *= 2) {
+    ASSERT_TRUE(AwaitUp(*store, true));
+    // A sleep longer than a call's 50 ms timeout, shorter than the backoff
+    // from the second flap on: then only the backoff keeps it down.
+    std::thread sleeper([this] { redis_.Cli({"DEBUG", "SLEEP", "0.1"}); });
+    const auto deadline = std::chrono::steady_clock::now() + kAwait;
+    while (store->Lookup("k", "", Soon()).state != Probe::kUnavailable &&
+           std::chrono::steady_clock::now() < deadline) {
+    }
+    const auto down = std::chrono::steady_clock::now();
+    ASSERT_FALSE(store->up());
+    ASSERT_TRUE(AwaitUp(*store, true));
+    const auto was_down = std::chrono::steady_clock::now() - down;
+    sleeper.join();
+    // Half the backoff: the store marked itself down a moment before the
+    // lookup returned. Without the growing backoff, the third and fourth
+    // flaps would be back within about 100 ms.
+    EXPECT_GE(was_down, backoff / 2)
+        << "flap " << flap << ": back after "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(was_down)
+               .count()
+        << " ms";
+  }
+}
+
 TEST_F(SharedStoreTest, ACallerDeadlineCutsACallWithoutMarkingTheStoreDown) {
   std::unique_ptr<SharedStore> store = Start();
   EXPECT_EQ(

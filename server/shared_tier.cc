@@ -69,7 +69,7 @@ std::optional<std::string> SharedTier::FindOrLead(const char* kind,
     switch (p.state) {
       case SharedStore::Probe::kValue: {
         absl::StatusOr<absl::string_view> payload =
-            OpenResult(request_key, p.value);
+            OpenResult(request_key, p.value, options_.fleet_secret);
         if (!payload.ok()) {
           Discarded(kind, key, payload.status().message());
         } else if (!accept(*payload)) {
@@ -132,7 +132,8 @@ std::optional<std::string> SharedTier::FindOrLead(const char* kind,
 void SharedTier::Publish(const char* kind, absl::string_view request_key,
                          absl::string_view payload, Lease* lease) {
   store_->PutAsync(SharedKey(options_.ns, kind, request_key),
-                   SealResult(request_key, payload), options_.result_ttl);
+                   SealResult(request_key, payload, options_.fleet_secret),
+                   options_.result_ttl);
   Release(lease);
 }
 

@@ -47,6 +47,9 @@ namespace slackswap {
 struct SharedTierOptions {
   // SharedNamespace (server/shared_entries.h) of this build's answers.
   std::string ns;
+  // Seals results with a MAC when set (server/shared_entries.h); the same
+  // secret makes `ns`.
+  std::string fleet_secret;
   std::chrono::milliseconds result_ttl{std::chrono::hours(24)};
   std::chrono::milliseconds graph_ttl{std::chrono::hours(1)};
   // A mark lives this long unless renewed (its owner renews it every third

@@ -34,6 +34,7 @@
 #include "server/metrics.h"
 #include "server/planner_service.h"
 #include "server/request_log.h"
+#include "server/shared_entries.h"
 #include "server/shared_metrics.h"
 #include "server/shared_store.h"
 
@@ -96,6 +97,12 @@ ABSL_FLAG(std::string, shared_store, "",
 ABSL_FLAG(std::string, shared_store_password_file, "",
           "File holding the shared store's password (instead of one in the "
           "URL).");
+ABSL_FLAG(std::string, shared_store_secret_file, "",
+          "File holding the fleet's secret (at least 32 bytes; `openssl "
+          "rand -hex 32`): plans and fits in the shared store are sealed "
+          "with a MAC under it, so that a client of the Redis without it "
+          "cannot choose answers. Every replica of a fleet needs the same "
+          "one; empty: sealed by digests, which anyone can forge.");
 ABSL_FLAG(std::string, shared_store_tls_ca_file, "",
           "PEM CA bundle the shared store's certificate must chain to "
           "(rediss://); empty: the system's.");
@@ -340,6 +347,30 @@ absl::StatusOr<std::optional<SharedStoreOptions>> SharedStoreFromFlags() {
   return std::optional<SharedStoreOptions>(std::move(o));
 }
 
+// The fleet secret from --shared_store_secret_file, or "" without one.
+absl::StatusOr<std::string> FleetSecretFromFlags() {
+  const std::string file = absl::GetFlag(FLAGS_shared_store_secret_file);
+  if (file.empty()) return std::string();
+  if (absl::GetFlag(FLAGS_shared_store).empty()) {
+    return absl::InvalidArgumentError(
+        "--shared_store_secret_file needs a --shared_store");
+  }
+  absl::StatusOr<std::string> secret = ReadFile(file);
+  if (!secret.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shared_store_secret_file: ", secret.status().message()));
+  }
+  // A trailing newline (echo, a text editor) is not part of it.
+  std::string bytes(absl::StripTrailingAsciiWhitespace(*secret));
+  if (bytes.size() < kMinFleetSecretBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shared_store_secret_file: ", file, " holds ", bytes.size(),
+        " bytes; a fleet secret needs at least ", kMinFleetSecretBytes,
+        " (`openssl rand -hex 32` makes one)"));
+  }
+  return bytes;
+}
+
 absl::StatusOr<DaemonOptions> OptionsFromFlags() {
   if (absl::Status s = CheckFlagRanges(); !s.ok()) return s;
   DaemonOptions d;
@@ -350,6 +381,9 @@ absl::StatusOr<DaemonOptions> OptionsFromFlags() {
   absl::StatusOr<ServiceOptions> service = ServiceOptionsFromFlags();
   if (!service.ok()) return service.status();
   d.service = *std::move(service);
+  absl::StatusOr<std::string> secret = FleetSecretFromFlags();
+  if (!secret.ok()) return secret.status();
+  d.service.shared_fleet_secret = *std::move(secret);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       Credentials();
   if (!credentials.ok()) return credentials.status();
@@ -425,6 +459,12 @@ int Serve(const DaemonOptions& d, const sigset_t& signals, RequestLog& log) {
     if (!started.ok()) return Fail(log, started.status());
     shared_store = *std::move(started);
     service_options.shared_store = shared_store.get();
+    if (service_options.shared_fleet_secret.empty()) {
+      log.Event("warning", "shared store entries sealed without a secret",
+                {{"why",
+                  "any client of the Redis can write answers the fleet "
+                  "serves; set --shared_store_secret_file"}});
+    }
   }
   PlannerService service(service_options, &metrics, &log);
   int port = 0;
@@ -434,18 +474,22 @@ int Serve(const DaemonOptions& d, const sigset_t& signals, RequestLog& log) {
                          absl::StrCat("cannot listen on ", d.address)));
   }
   SetServing(*server, true);
-  log.Event("info", "serving",
-            {{"port", std::to_string(port)},
-             {"metrics_port", std::to_string(metrics.exposer_port())},
-             {"threads", std::to_string(d.service.threads)},
-             {"max_queue", std::to_string(d.service.max_queue)},
-             {"cache_mb", std::to_string(d.service.cache_bytes >> 20)},
-             {"tls", d.tls ? "on" : "off"},
-             {"shared_store", d.shared_store.has_value()
-                                  ? d.shared_store->endpoint.Redacted()
-                                  : "none"},
-             {"version", Version()},
-             {"commit", Commit()}});
+  log.Event(
+      "info", "serving",
+      {{"port", std::to_string(port)},
+       {"metrics_port", std::to_string(metrics.exposer_port())},
+       {"threads", std::to_string(d.service.threads)},
+       {"max_queue", std::to_string(d.service.max_queue)},
+       {"cache_mb", std::to_string(d.service.cache_bytes >> 20)},
+       {"tls", d.tls ? "on" : "off"},
+       {"shared_store", d.shared_store.has_value()
+                            ? d.shared_store->endpoint.Redacted()
+                            : "none"},
+       {"shared_store_seal", !d.shared_store.has_value()             ? "none"
+                             : d.service.shared_fleet_secret.empty() ? "digests"
+                                                                     : "mac"},
+       {"version", Version()},
+       {"commit", Commit()}});
   int signal = 0;
   sigwait(&signals, &signal);
   SetServing(*server, false);

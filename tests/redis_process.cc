@@ -143,6 +143,15 @@ void RedisProcess::Kill() {
 }
 
 std::string RedisProcess::Cli(const std::vector<std::string>& args) {
+  return RunCli(args, "");
+}
+
+bool RedisProcess::SetBytes(const std::string& key, const std::string& value) {
+  return RunCli({"-x", "SET", key}, value) == "OK";
+}
+
+std::string RedisProcess::RunCli(const std::vector<std::string>& args,
+                                 const std::string& input) {
   std::vector<std::string> argv = {cli_bin_, "-h", "127.0.0.1", "-p",
                                    absl::StrCat(port_)};
   if (tls_) {
@@ -156,7 +165,7 @@ std::string RedisProcess::Cli(const std::vector<std::string>& args) {
     argv.push_back(password_);
   }
   argv.insert(argv.end(), args.begin(), args.end());
-  CommandResult r = RunCommand(argv, "", std::chrono::seconds(10));
+  CommandResult r = RunCommand(argv, input, std::chrono::seconds(10));
   if (r.exit_status != 0) {
     error_ = r.output;
     return "";

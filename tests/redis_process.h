@@ -60,8 +60,14 @@ class RedisProcess {
   // redis-cli -p PORT [-a password] ARGS...: its output, trailing newline
   // removed ("" when it failed; see error()).
   std::string Cli(const std::vector<std::string>& args);
+  // SET key to `value`, which may hold any bytes (a NUL would cut an
+  // argument short): redis-cli -x reads it from stdin. True on "OK".
+  bool SetBytes(const std::string& key, const std::string& value);
 
  private:
+  std::string RunCli(const std::vector<std::string>& args,
+                     const std::string& input);
+
   std::vector<std::string> extra_args_;
   std::optional<RedisTls> tls_;
   std::string server_bin_;

@@ -222,7 +222,7 @@ TEST_F(SharedTierTest, ACorruptedEntryIsRejectedAndRecomputed) {
   // Same length, one payload byte changed: only the digests can tell.
   std::string corrupt = sealed;
   corrupt[sealed.size() - 10] ^= 0x20;
-  ASSERT_EQ(redis_.Cli({"SET", keys[0], corrupt}), "OK");
+  ASSERT_TRUE(redis_.SetBytes(keys[0], corrupt)) << redis_.error();
 
   v1::PlanResponse recomputed;
   ASSERT_TRUE(Plan(replica(1), req, &recomputed).ok());
@@ -399,14 +399,16 @@ TEST_F(SharedTierTest, ASweepRunOnOneReplicaIsStreamedFromTheTierOnOthers) {
             1);
 }
 
-// The namespace the replicas share, from what they say of themselves.
-std::string Namespace(ServedPlanner& server) {
+// The namespace the replicas share, from what they say of themselves and
+// the fleet's secret ("" without one).
+std::string Namespace(ServedPlanner& server,
+                      const std::string& fleet_secret = "") {
   grpc::ClientContext ctx;
   SetDeadline(ctx);
   v1::ServerInfoResponse info;
   EXPECT_TRUE(server.stub().ServerInfo(&ctx, {}, &info).ok());
   return SharedNamespace(info.planner_version(), info.hardware_catalog_sha256(),
-                         info.node_catalog_sha256());
+                         info.node_catalog_sha256(), fleet_secret);
 }
 
 // A mark left by a replica that died while planning: the waiter plans
@@ -445,6 +447,100 @@ TEST_F(SharedTierTest, AWaitEndsWithTheMarkOrTheCallersDeadline) {
       1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_EQ(Plannings(replica(1)), 0);
+}
+
+// What a client of the Redis without the fleet's secret can write: a real
+// answer (to another request) sealed by digests under the asked request's
+// key. A fleet with a secret discards it and plans; a fleet without one
+// serves it, which is why the secret exists.
+TEST(SharedTierSecretTest, AForgedAnswerIsServedOnlyWhereThereIsNoSecret) {
+  RedisProcess redis;
+  ASSERT_TRUE(redis.available())
+      << "redis-server is missing: bash scripts/setup.sh test installs it";
+  ASSERT_TRUE(redis.Start()) << redis.error();
+  const std::string secret = "5f0c1e9a7b3d2468ace13579bdf02468aceg13579bdf0246";
+  const std::string secret_file = ::testing::TempDir() + "/shared_fleet_secret";
+  ASSERT_TRUE(WriteFile(secret_file, secret + "\n").ok());
+  const std::string url = "--shared_store=" + redis.url();
+  ServedPlanner keyed_a(
+      {"--threads=1", url, "--shared_store_secret_file=" + secret_file});
+  ServedPlanner keyed_b(
+      {"--threads=1", url, "--shared_store_secret_file=" + secret_file});
+  ServedPlanner open({"--threads=1", url});
+  for (ServedPlanner* r : {&keyed_a, &keyed_b, &open}) {
+    ASSERT_TRUE(r->started()) << r->error();
+    ASSERT_EQ(AwaitMetric(
+                  *r, "slackswap_shared_store_up", {},
+                  [](double v) { return v == 1; }, kAwait),
+              1)
+        << r->LogText();
+  }
+  // Each says how it seals; the one without a secret warns.
+  auto seal_is = [](const std::string& seal) {
+    return [seal](const std::string& line) {
+      return testutil::JsonField(line, "shared_store_seal") == seal;
+    };
+  };
+  EXPECT_TRUE(keyed_a.WaitForLine(seal_is("mac"), kAwait)) << keyed_a.LogText();
+  EXPECT_TRUE(open.WaitForLine(seal_is("digests"), kAwait)) << open.LogText();
+  EXPECT_NE(open.LogText().find("sealed without a secret"), std::string::npos);
+  EXPECT_EQ(keyed_a.LogText().find("sealed without a secret"),
+            std::string::npos);
+
+  const v1::PlanRequest req = Gpt2Plan(4, 0.55, {"slackswap"});
+  v1::PlanResponse honest;
+  ASSERT_TRUE(Plan(keyed_a, req, &honest).ok());
+  const std::string keyed_ns = Namespace(keyed_a, secret);
+  v1::PlanRequest keyed_req = req;
+  const std::string request_key = PlanRequestKey(keyed_req);
+  const std::string keyed_key = SharedKey(keyed_ns, "plan", request_key);
+  ASSERT_EQ(AwaitKeys(redis, keyed_key, 1).size(), 1u);
+  EXPECT_EQ(redis.Cli({"GET", keyed_key}).substr(0, 4), "ssm1");
+
+  // The forger's choice: a real answer of this build, to another budget.
+  absl::StatusOr<v1::PlanResponse> chosen =
+      PlanningCore(CoreLimits{}).PlanStep(Gpt2Plan(4, 0.9, {"slackswap"}), {});
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  ASSERT_NE(ReportWithoutTimings(*chosen), ReportWithoutTimings(honest));
+  const std::string forged =
+      SealResult(request_key, chosen->SerializeAsString(), "");
+  ASSERT_TRUE(redis.SetBytes(keyed_key, forged)) << redis.error();
+  const std::string open_key = SharedKey(Namespace(open), "plan", request_key);
+  ASSERT_NE(open_key, keyed_key);
+  ASSERT_TRUE(redis.SetBytes(open_key, forged)) << redis.error();
+
+  v1::PlanResponse from_keyed;
+  ASSERT_TRUE(Plan(keyed_b, req, &from_keyed).ok());
+  EXPECT_EQ(ReportWithoutTimings(from_keyed), ReportWithoutTimings(honest));
+  EXPECT_EQ(Metric(keyed_b, "slackswap_shared_lookups_total",
+                   {{"kind", "plan"}, {"result", "discarded"}}),
+            1);
+  EXPECT_EQ(Plannings(keyed_b), 1);
+
+  v1::PlanResponse from_open;
+  ASSERT_TRUE(Plan(open, req, &from_open).ok());
+  EXPECT_EQ(ReportWithoutTimings(from_open), ReportWithoutTimings(*chosen));
+  EXPECT_EQ(Plannings(open), 0);
+}
+
+TEST(SharedTierStartTest, AShortOrStrayFleetSecretFailsStartUpNamingTheFlag) {
+  const std::string short_file = ::testing::TempDir() + "/shared_short_secret";
+  // 31 bytes, and the newline does not count.
+  ASSERT_TRUE(WriteFile(short_file, std::string(31, 'x') + "\n").ok());
+  for (const std::vector<std::string>& flags :
+       std::vector<std::vector<std::string>>{
+           {"--shared_store=redis://127.0.0.1:1",
+            "--shared_store_secret_file=" + short_file},
+           {"--shared_store_secret_file=" + short_file},
+           {"--shared_store=redis://127.0.0.1:1",
+            "--shared_store_secret_file=" + short_file + ".missing"}}) {
+    SlackswapdProcess server(flags, std::chrono::seconds(10));
+    EXPECT_FALSE(server.started()) << flags.back();
+    EXPECT_NE(server.Wait(), 0) << flags.back();
+    EXPECT_NE(server.LogText().find("--shared_store_secret_file"),
+              std::string::npos)
+        << server.LogText();
+  }
 }
 
 TEST(SharedTierStartTest, AMalformedUrlFailsStartUpNamingTheFlag) {

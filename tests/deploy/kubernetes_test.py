@@ -4,7 +4,8 @@ with slackswapd's flags, with the image and with the Prometheus config.
 Renders the kustomization with the real kubectl and checks the objects:
 
 - exactly one each of Namespace, ConfigMap (the generated flag file),
-  Secret (the generated Redis password), HorizontalPodAutoscaler,
+  two Secrets (the generated Redis password and fleet secret),
+  HorizontalPodAutoscaler,
   PodDisruptionBudget and NetworkPolicy, two Deployments (slackswapd,
   redis) and three Services; everything namespaced lives in the one
   namespace;
@@ -19,13 +20,15 @@ Renders the kustomization with the real kubectl and checks the objects:
 - the shared tier: --shared_store names the Redis Service (its DNS name in
   this namespace, its port) with no password in the URL;
   --shared_store_password_file is mounted from the Secret whose key Redis
-  reads for --requirepass; a real redis-server started with the Redis
+  reads for --requirepass; --shared_store_secret_file from a Secret of its
+  own (at least 32 bytes) that no other Deployment reads; a real redis-server started with the Redis
   container's arguments (the Secret's password substituted, loopback and a
   free port) is a password-protected, non-persistent LRU cache of
   --maxmemory, answers the probes' command (and the probes fail without
   the password); the real slackswapd started with the flag file (the
-  Redis address made that server's, the password file the Secret's)
-  connects to it (slackswap_shared_store_up 1); the Redis Deployment is
+  Redis address made that server's, the password and secret files the
+  Secrets') connects to it (slackswap_shared_store_up 1) and seals with a
+  MAC; the Redis Deployment is
   one replica, non-root, read-only, pinned, with requests, limits above
   --maxmemory and exec probes; the NetworkPolicy lets only slackswapd's
   pods reach Redis's port;
@@ -284,7 +287,7 @@ def main():
 
     objects = render(args.kubectl)
     kinds = sorted(o["kind"] for o in objects)
-    du.check(kinds == sorted(["Namespace", "ConfigMap", "Secret",
+    du.check(kinds == sorted(["Namespace", "ConfigMap", "Secret", "Secret",
                               "Deployment", "Deployment",
                               "HorizontalPodAutoscaler",
                               "PodDisruptionBudget", "NetworkPolicy",
@@ -428,31 +431,56 @@ def main():
              f"container {rports}")
     container_redis_port = rports.get(target, target)
 
+    def secret_file(flag, what):
+        """(Secret name, key, value) mounted where --flag names a file."""
+        path = eff[flag]
+        du.check(path, f"--{flag} is not set: {what}")
+        directory, name = os.path.split(path)
+        mounts = [mt for mt in c["volumeMounts"]
+                  if mt["mountPath"] == directory]
+        du.check(len(mounts) == 1, f"nothing mounted at {directory} (the "
+                 f"directory of --{flag})")
+        volume = volumes.get(mounts[0]["name"])
+        du.check(volume and "secret" in volume,
+                 f"{directory} is not a Secret volume")
+        secret = volume["secret"]["secretName"]
+        items = {i["path"]: i for i in volume["secret"].get("items", [])}
+        item = items.get(name) if items else {"key": name}
+        du.check(item, f"Secret volume {mounts[0]['name']} has no {name}")
+        mode = item.get("mode", volume["secret"].get("defaultMode", 0o644))
+        du.check(not mode & 0o007, f"--{flag} is readable by all (mode "
+                 f"{mode:o}): give it to the pod's fsGroup (0440)")
+        du.check(mode & 0o040 and
+                 pod.get("securityContext", {}).get("fsGroup"),
+                 f"--{flag} (mode {mode:o}) is not readable by the pod's "
+                 f"fsGroup: slackswapd (not root) could not read it")
+        value = secret_value(objects, secret, item["key"])
+        du.check(value.strip(), f"Secret {secret} key {item['key']} is "
+                 f"empty")
+        return secret, item["key"], value
+
     # slackswapd's password file is the Secret key Redis requires.
-    pw_file = eff["shared_store_password_file"]
-    du.check(pw_file, "--shared_store_password_file is not set: Redis "
-             "requires a password")
-    pw_dir, pw_name = os.path.split(pw_file)
-    mounts = [mt for mt in c["volumeMounts"] if mt["mountPath"] == pw_dir]
-    du.check(len(mounts) == 1, f"nothing mounted at {pw_dir} (the "
-             f"directory of --shared_store_password_file)")
-    pw_volume = volumes.get(mounts[0]["name"])
-    du.check(pw_volume and "secret" in pw_volume,
-             f"{pw_dir} is not a Secret volume")
-    secret_name = pw_volume["secret"]["secretName"]
-    items = {i["path"]: i for i in pw_volume["secret"].get("items", [])}
-    item = items.get(pw_name) if items else {"key": pw_name}
-    du.check(item, f"Secret volume {mounts[0]['name']} has no {pw_name}")
-    secret_key = item["key"]
-    mode = item.get("mode", pw_volume["secret"].get("defaultMode", 0o644))
-    du.check(not mode & 0o007, f"the password file is readable by all "
-             f"(mode {mode:o}): give it to the pod's fsGroup (0440)")
-    du.check(mode & 0o040 and pod.get("securityContext", {}).get("fsGroup"),
-             f"the password file (mode {mode:o}) is not readable by the "
-             f"pod's fsGroup: slackswapd (not root) could not read it")
-    password = secret_value(objects, secret_name, secret_key)
-    du.check(password.strip(), f"Secret {secret_name} key {secret_key} is "
-             f"empty")
+    secret_name, secret_key, password = secret_file(
+        "shared_store_password_file", "Redis requires a password")
+    # The fleet's secret is slackswapd's alone, in a Secret of its own.
+    fleet_secret_name, fleet_secret_key, fleet_secret = secret_file(
+        "shared_store_secret_file", "a client of the Redis could forge "
+        "answers")
+    du.check(fleet_secret_name != secret_name, f"the fleet secret shares "
+             f"Secret {secret_name} with Redis's password")
+    du.check(len(fleet_secret.strip()) >= 32, f"Secret {fleet_secret_name} "
+             f"key {fleet_secret_key} is under 32 bytes: slackswapd refuses "
+             f"it")
+    for o in objects:
+        if o["kind"] != "Deployment" or o is deploy:
+            continue
+        mounted = {v.get("secret", {}).get("secretName") for v in
+                   o["spec"]["template"]["spec"].get("volumes", [])}
+        refs = {e.get("valueFrom", {}).get("secretKeyRef", {}).get("name")
+                for ct in o["spec"]["template"]["spec"]["containers"]
+                for e in ct.get("env", [])}
+        du.check(fleet_secret_name not in mounted | refs, f"Deployment "
+                 f"{o['metadata']['name']} reads the fleet secret")
     du.check(rc.get("command") == ["redis-server"], f"Redis container "
              f"command {rc.get('command')}: want [redis-server]")
     raw_options = option_pairs(rc.get("args", []))
@@ -602,17 +630,26 @@ def main():
         with open(os.open(local_pw, os.O_WRONLY | os.O_CREAT, 0o600), "w",
                   encoding="utf-8") as out:
             out.write(password)
+        local_secret = os.path.join(work.name, "fleet-secret")
+        with open(os.open(local_secret, os.O_WRONLY | os.O_CREAT, 0o600),
+                  "w", encoding="utf-8") as out:
+            out.write(fleet_secret)
         local_store = f"redis://127.0.0.1:{rport}/{db}"
         srv = du.Server(args.slackswapd, [
             f"--flagfile={rendered}", "--host=127.0.0.1", "--port=0",
             "--metrics_host=127.0.0.1", "--metrics_port=0", "--grace_s=5",
             f"--shared_store={local_store}",
-            f"--shared_store_password_file={local_pw}"])
+            f"--shared_store_password_file={local_pw}",
+            f"--shared_store_secret_file={local_secret}"])
         with srv:
             for k in ("threads", "max_queue", "cache_mb"):
                 du.check(str(srv.serving.get(k)) == str(eff[k]),
                          f"slackswapd with the flag file serves {k}="
                          f"{srv.serving.get(k)}, the file says {eff[k]}")
+            du.check(srv.serving.get("shared_store_seal") == "mac",
+                     f"slackswapd seals shared answers with "
+                     f"{srv.serving.get('shared_store_seal')!r}, want 'mac' "
+                     f"(the fleet secret)")
             want_store = f"redis://:***@127.0.0.1:{rport}/{db}"
             du.check(srv.serving.get("shared_store") == want_store,
                      f"slackswapd serves with shared_store="

@@ -7,7 +7,9 @@ its Debian package with `dpkg -S`, and checks that:
 - every one is in scripts/runtime-packages.txt or in the base list every
   Debian image has (libc6, libstdc++6, libgcc-s1) — plus, in a sanitizer
   build (--sanitize), the sanitizer runtimes, which the image never has;
-- every package listed is needed by some binary (no dead entries);
+- every package listed is needed by some binary (no dead entries), except
+  those the binaries read rather than load (READ_NOT_LOADED), each of
+  which must be installed with the file it is listed for;
 - no library is unresolved;
 - `scripts/install.sh --runtime-packages --check` (the runtime stage's own
   step, in check mode, copied alone into a directory as the image does)
@@ -29,6 +31,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deploy_util as du  # noqa: E402
 
 BASE = {"libc6", "libstdc++6", "libgcc-s1"}
+# Packages the binaries read at run time without loading a library of
+# theirs: {package: the file read}. OpenSSL's default verify paths read the
+# system CA bundle for a rediss:// --shared_store without
+# --shared_store_tls_ca_file.
+READ_NOT_LOADED = {"ca-certificates": "/etc/ssl/certs/ca-certificates.crt"}
 # GCC's sanitizer runtimes (Debian 12, g++ 12), for -DSLACKSWAP_SANITIZE.
 SANITIZER_RUNTIMES = {"libasan8", "libubsan1", "libtsan2", "liblsan0"}
 
@@ -114,9 +121,16 @@ def main():
     du.check(not missing, "scripts/runtime-packages.txt lacks packages the "
              "binaries load:\n" + "\n".join(
                  f"  {p}: {', '.join(sorted(needed[p]))}" for p in missing))
-    unused = sorted(p for p in listed if p not in needed)
+    unused = sorted(p for p in listed
+                    if p not in needed and p not in READ_NOT_LOADED)
     du.check(not unused, f"scripts/runtime-packages.txt lists packages no "
              f"binary loads: {unused}")
+    for package, path in READ_NOT_LOADED.items():
+        du.check(package in listed, f"scripts/runtime-packages.txt lacks "
+                 f"{package} ({path}, which the binaries read)")
+        du.check(os.path.isfile(path) and os.path.getsize(path) > 0,
+                 f"{path} is missing or empty: {package} is what provides "
+                 f"it (update-ca-certificates)")
     sanitizers = sorted(set(needed) & allowed_extra)
     print(f"ok: {len(needed)} packages loaded by "
           f"{', '.join(os.path.basename(b) for b in args.binaries)}: "

@@ -23,13 +23,16 @@ using namespace slackswap;  // NOLINT: a fuzz target, not a library
 
 // The request key the seeds were sealed for (tests/fuzz/corpus).
 constexpr absl::string_view kKey = "fuzz-request-key";
+// A fleet secret: each value is opened without one and with this one.
+constexpr absl::string_view kSecret = "fuzz-fleet-secret-of-32-bytes-at";
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view value(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<absl::string_view> payload = OpenResult(kKey, value);
-  if (payload.ok()) {
+  for (absl::string_view secret : {absl::string_view(), kSecret}) {
+    absl::StatusOr<absl::string_view> payload = OpenResult(kKey, value, secret);
+    if (!payload.ok()) continue;
     v1::PlanResponse plan;
     plan.ParseFromArray(payload->data(), static_cast<int>(payload->size()));
     v1::FitResponse fit;
