@@ -17,8 +17,9 @@ namespace {
 // 200,000-link chain 311, a 400,000-op forward chain 280, a 200,000-wide
 // fan-out 362, gpt2-xl at 1,000 and 10,000 layers 200 and 232 (slackswap
 // alone 201): PlanStep's peak RSS above the parsed request's, each in a
-// fresh process. Then the judgments its policies share, which are capped.
-constexpr int64_t kBytesPerElement = 400 + kJudgeMemoBytesPerGraphElement;
+// fresh process. The judgments its policies share come on top: capped per
+// element and in all (JudgeMemoBytes).
+constexpr int64_t kBytesPerElement = 400;
 // Fixed per request: the catalog, the response, allocator slack.
 constexpr int64_t kBytesPerRequest = 4 << 20;
 // One plan of the most expensive heuristic (slackswap), per graph element:
@@ -46,6 +47,12 @@ constexpr double kTargetBisectionPlans = 12;
 
 // One simulation costs about a quarter of planning `ideal`.
 constexpr double kSimulationPlans = 0.25;
+
+// The most the judgments one request's policies share may hold.
+int64_t JudgeMemoBytes(int64_t elements) {
+  return std::min(SaturatingMul(elements, kJudgeMemoBytesPerGraphElement),
+                  kJudgeMemoMaxBytes);
+}
 
 }  // namespace
 
@@ -123,10 +130,11 @@ CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans,
                           double solver_seconds, int32_t ranks) {
   const int64_t elements = GraphElements(g);
   CostEstimate cost;
-  cost.bytes =
-      SaturatingAdd(SaturatingAdd(kBytesPerRequest, request_bytes),
-                    SaturatingMul(SaturatingMul(elements, kBytesPerElement),
-                                  std::max<int64_t>(ranks, 1)));
+  cost.bytes = SaturatingAdd(
+      SaturatingAdd(kBytesPerRequest, request_bytes),
+      SaturatingAdd(SaturatingMul(SaturatingMul(elements, kBytesPerElement),
+                                  std::max<int64_t>(ranks, 1)),
+                    JudgeMemoBytes(elements)));
   cost.seconds =
       static_cast<double>(elements) * kSecondsPerElementPlan * plans +
       solver_seconds;

@@ -409,8 +409,13 @@ class Indexer {
   }
 
   absl::Status IndexSaved() {
+    idx_.bytes.resize(num_tensors_);
+    idx_.has_recipe.assign(num_tensors_, false);
+    idx_.collective_output.assign(num_tensors_, false);
     for (int32_t t = 0; t < num_tensors_; ++t) {
       SLACKSWAP_RETURN_IF_ERROR(Poll());
+      idx_.bytes[t] = g_.tensors[t].bytes;
+      idx_.has_recipe[t] = g_.tensors[t].rebuild.has_value();
       const int32_t p = idx_.producer[t];
       if (p == kNone) {
         idx_.static_bytes += g_.tensors[t].bytes;
@@ -425,8 +430,11 @@ class Indexer {
     // Production order: by producer, then output position.
     for (int32_t o = 0; o < num_ops_; ++o) {
       SLACKSWAP_RETURN_IF_ERROR(Poll());
+      const bool collective = g_.ops[o].collective.has_value();
+      idx_.collective_ops += collective ? 1 : 0;
       for (int32_t out : g_.ops[o].outputs) {
         if (idx_.is_saved[out]) idx_.saved.push_back(out);
+        if (collective) idx_.collective_output[out] = true;
       }
     }
     return absl::OkStatus();

@@ -184,6 +184,15 @@ struct GraphIndex {
   std::vector<int32_t> consumer_offsets;
   std::vector<int32_t> consumers;
   int32_t first_backward_op = kNone;
+  // Packed per tensor, for the loops that every judged plan runs (the
+  // lowering, the simulator): a Tensor is 80 bytes and an Op 128, so reading
+  // these from them misses the cache on large graphs. Its bytes; whether it
+  // has a rebuild recipe; whether a collective writes it.
+  std::vector<int64_t> bytes;
+  std::vector<bool> has_recipe;
+  std::vector<bool> collective_output;
+  // Ops that run a collective.
+  int32_t collective_ops = 0;
   // Sum of saved activation bytes: the activation peak with no plan.
   int64_t saved_bytes = 0;
   // Parameters, gradients, optimizer state and inputs never produced.

@@ -135,6 +135,54 @@ TEST(JudgeMemoTest, AFullMemoRemembersNothingMore) {
   EXPECT_LE(memo.bytes(), 16);
 }
 
+// On a graph large enough that the cap per element would let the memo hold
+// many judgments, the cap in all holds it to a few: of six distinct plans
+// judged, fewer are remembered than the per-element cap would keep.
+TEST(JudgeMemoTest, ALargeGraphsMemoStaysUnderItsCapInAll) {
+  Step s{RandomTrainingStep(3, {.forward_ops = 150'000}),
+         *FindHardware("a100-80gb-pcie4")};
+  absl::StatusOr<StepAnalysis> a = AnalyzeStep(s.graph, s.hw);
+  ASSERT_TRUE(a.ok()) << a.status();
+  s.analysis = *std::move(a);
+  const int64_t elements =
+      static_cast<int64_t>(s.graph.ops.size() + 2 * s.graph.tensors.size() +
+                           s.graph.index.consumers.size());
+  ASSERT_GT(elements * JudgeMemo::kMaxBytesPerGraphElement,
+            4 * JudgeMemo::kMaxBytes)
+      << elements << " elements";
+  JudgeMemo memo;
+  PlanningContext ctx = Context(s, 0.5);
+  ctx.judge_memo = &memo;
+  // Six plans with different actions: every third candidate swapped and
+  // every third recomputed, the pattern shifted.
+  auto plan = [&s](int shift) {
+    Plan p = Plan::KeepAll(s.graph);
+    int i = shift;
+    for (const Candidate& c : s.analysis.candidates) {
+      if (i % 3 == 1) p.decisions[c.tensor].action = Action::kSwap;
+      if (i % 3 == 2) p.decisions[c.tensor].action = Action::kRecompute;
+      ++i;
+    }
+    if (shift >= 3)
+      p.decisions[s.analysis.candidates[0].tensor].action = Action::kKeep;
+    return p;
+  };
+  int64_t largest_entry = 0;
+  for (int shift = 0; shift < 6; ++shift) {
+    const int64_t before = memo.bytes();
+    ASSERT_TRUE(JudgePlan(ctx, plan(shift)).ok());
+    largest_entry = std::max(largest_entry, memo.bytes() - before);
+    EXPECT_LE(memo.bytes(), JudgeMemo::kMaxBytes);
+  }
+  for (int shift = 0; shift < 6; ++shift) {
+    ASSERT_TRUE(JudgePlan(ctx, plan(shift)).ok());
+  }
+  // Some remembered, not all: six entries would pass the cap in all.
+  EXPECT_GT(memo.hits(), 0);
+  EXPECT_LT(memo.hits(), 6) << "entries of up to " << largest_entry << " bytes";
+  EXPECT_GT(6 * largest_entry, JudgeMemo::kMaxBytes);
+}
+
 // Every policy plans the same with the memo and without it (a memo that
 // remembers nothing), on random graphs at tight and loose budgets.
 TEST(JudgeMemoTest, PlansAreTheSameWithoutIt) {

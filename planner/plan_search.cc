@@ -260,12 +260,12 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
   int64_t to_free = ctx.analysis.unconstrained_peak_bytes - ctx.budget_bytes;
   for (size_t t = 0; t < base.decisions.size(); ++t) {
     if (base.decisions[t].action != Action::kKeep) {
-      to_free -= ctx.graph.tensors[t].bytes;
+      to_free -= ctx.graph.index.bytes[t];
     }
   }
   size_t k = 0;
   while (k < moves.size() && to_free > 0) {
-    to_free -= ctx.graph.tensors[moves[k++].tensor].bytes;
+    to_free -= ctx.graph.index.bytes[moves[k++].tensor];
   }
   // Gallop up from there, then bisect. Feasibility is monotone over the
   // useful prefix, but not over all moves: dropping everything makes

@@ -33,10 +33,17 @@ namespace slackswap {
 // Judgments one budget's policies share (planner/internal/judge_memo.h):
 // a plan judged by one is not lowered and simulated again by another.
 // It holds at most kJudgeMemoBytesPerGraphElement bytes per element of the
-// graph (op, tensor, input or output reference).
+// graph (op, tensor, input or output reference), and kJudgeMemoMaxBytes in
+// all.
 class JudgeMemo;
 std::shared_ptr<JudgeMemo> NewJudgeMemo();
 inline constexpr int64_t kJudgeMemoBytesPerGraphElement = 256;
+// A judgment remembered takes about 22 bytes per element, so the cap binds
+// from about 260,000 elements (gpt2-xl with 1,500 layers) and leaves no
+// room for one past 3 million: there a repeat costs a few percent of the
+// search to judge again, while remembering a dozen would hold as much as
+// the graph (docs/PERFORMANCE.md, "A very large graph").
+inline constexpr int64_t kJudgeMemoMaxBytes = int64_t{64} << 20;
 
 // A plan for a node's ranks: every rank runs it on its graph, all together
 // (SimulateNode), so each judgment of a candidate is the node's run.

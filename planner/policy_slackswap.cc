@@ -155,7 +155,7 @@ class SlackSwapPolicy : public Policy {
           AdmitToSlack(ctx, order, ctx.analysis.peak_ns));
       std::vector<int64_t> limits = {to_free};
       int64_t total = 0;
-      for (int32_t t : admitted) total += ctx.graph.tensors[t].bytes;
+      for (int32_t t : admitted) total += ctx.graph.index.bytes[t];
       for (double share : {1.0, 0.75, 0.5, 0.25, 0.0}) {
         limits.push_back(static_cast<int64_t>(share * total));
       }
@@ -198,9 +198,9 @@ class SlackSwapPolicy : public Policy {
     std::vector<int32_t> swaps;
     int64_t used = 0;
     for (int32_t t : admitted) {
-      if (used + g.tensors[t].bytes > limit) break;
+      if (used + g.index.bytes[t] > limit) break;
       swaps.push_back(t);
-      used += g.tensors[t].bytes;
+      used += g.index.bytes[t];
     }
     return swaps;
   }

@@ -35,12 +35,9 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
       opts_(opts),
       pool_(pool),
       links_(links),
-      rank_(rank) {
+      rank_(rank),
+      bytes_(g.index.bytes.data()) {
   const size_t num_tensors = g_.tensors.size();
-  // Sizes packed together: the event loop reads them for every allocation,
-  // and Tensor is a large struct.
-  bytes_.resize(num_tensors);
-  for (size_t t = 0; t < num_tensors; ++t) bytes_[t] = g_.tensors[t].bytes;
   d2h_done_.assign(num_tensors, false);
   arrived_.assign(num_tensors, false);
   release_pending_.assign(num_tensors, 1);
@@ -52,10 +49,18 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
   result_.swapped_tensors = s_.swapped_tensors;
   result_.recomputed_tensors = s_.recomputed_tensors;
   if (opts_.device.enabled) device_.emplace(g_, hw_, opts_.device);
-  for (const Op& op : g_.ops) {
-    if (!op.collective.has_value()) continue;
-    if (comm_pending_.empty()) comm_pending_.assign(num_tensors, false);
-    for (int32_t out : op.outputs) comm_pending_[out] = true;
+  // What a traced run records, reserved once: grown by doubling instead,
+  // a 10^6-op step's records were copied and their fresh pages faulted in
+  // about twice over (30% of a plan search's page faults). A task starts
+  // and ends, a swapped tensor is copied out and back; a record per each,
+  // and a sample per change of memory at most about as many.
+  const size_t copies = 2 * static_cast<size_t>(s_.swapped_tensors);
+  if (opts_.record_events) result_.events.reserve(s_.tasks.size() + copies);
+  if (opts_.record_timeline) {
+    result_.timeline.reserve(2 * s_.tasks.size() + copies + 1);
+  }
+  if (g_.index.collective_ops > 0) {
+    comm_pending_ = g_.index.collective_output;
     has_collectives_ = true;
   }
   Sample();

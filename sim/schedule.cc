@@ -254,11 +254,10 @@ class Lowerer {
   // A collective's output cannot be rebuilt by one rank alone: the plan
   // must keep or swap it (and what needs it rebuilt).
   absl::Status CheckRebuildable(int32_t t) const {
-    const int32_t p = idx_.producer[t];
-    if (g_.tensors[t].rebuild.has_value() ||
-        !g_.ops[p].collective.has_value()) {
+    if (idx_.has_recipe[t] || !idx_.collective_output[t]) {
       return absl::OkStatus();
     }
+    const int32_t p = idx_.producer[t];
     return absl::InvalidArgumentError(absl::StrCat(
         "rebuilding for ", g_.OpLabel(current_op_), " needs ",
         g_.TensorLabel(t), ", which collective ", g_.OpLabel(p),
@@ -270,17 +269,16 @@ class Lowerer {
   // producer re-run, which also restores the producer's other outputs that
   // the plan recomputes and that are still dropped.
   Reading RebuildOf(int32_t t) {
-    const Tensor& tensor = g_.tensors[t];
     const int32_t p = idx_.producer[t];
     Reading r;
     r.task.op = p;
     r.task.recompute = true;
     r.restored_begin = restored_.size();
     restored_.push_back(t);
-    if (tensor.rebuild.has_value()) {
+    if (idx_.has_recipe[t]) {
       r.task.rebuild_of = t;
       r.task.duration_ns = d_.rebuild_ns[t];
-      r.inputs = &tensor.rebuild->inputs;
+      r.inputs = &g_.tensors[t].rebuild->inputs;
       r.restored_end = restored_.size();
       return r;
     }

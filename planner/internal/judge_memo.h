@@ -47,13 +47,14 @@ class JudgeMemo {
   };
 
   // At most this many bytes per element of the graph served (op, tensor,
-  // input or output reference): what a request's planning may hold besides
-  // its graph, analysis and search (core/admission.cc counts it). One
-  // judgment takes about 22 bytes per element on the reference workloads,
-  // so a dozen are remembered, the earliest first: the baselines' plans,
-  // which slackswap judges again.
+  // input or output reference), and kMaxBytes in all: what a request's
+  // planning may hold besides its graph, analysis and search
+  // (core/admission.cc counts it). One judgment takes about 22 bytes per
+  // element on the reference workloads, so a dozen are remembered, the
+  // earliest first: the baselines' plans, which slackswap judges again.
   static constexpr int64_t kMaxBytesPerGraphElement =
       kJudgeMemoBytesPerGraphElement;
+  static constexpr int64_t kMaxBytes = kJudgeMemoMaxBytes;
 
   // `max_bytes` caps it further (0: remembers nothing).
   explicit JudgeMemo(int64_t max_bytes = std::numeric_limits<int64_t>::max())

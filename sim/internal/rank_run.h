@@ -212,6 +212,7 @@ class RankRun {
   PinnedPool* const pool_;
   SharedLinks* const links_;
   const int32_t rank_;
+  const int64_t* const bytes_;  // g_.index.bytes, read for every allocation
 
   SimResult result_;
   std::optional<DeviceTracker> device_;
@@ -229,7 +230,6 @@ class RankRun {
     int64_t issued;
   };
   std::deque<Queued> queue_[2];
-  std::vector<int64_t> bytes_;
   std::vector<bool> d2h_done_;
   std::vector<bool> arrived_;
   std::vector<int8_t> release_pending_;
