@@ -323,9 +323,11 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(
     while (i < events.size() && events[i].stream != stream) ++i;
     return i < events.size() ? &events[i++] : nullptr;
   };
+  // A graph without collectives (most) need not read each task's Op.
+  const bool any_collective = g.index.collective_ops > 0;
   for (const Task& task : schedule.tasks) {
-    const bool collective =
-        !task.recompute && g.ops[task.op].collective.has_value();
+    const bool collective = any_collective && !task.recompute &&
+                            g.ops[task.op].collective.has_value();
     const SimEvent* e = collective ? next_on(StreamId::kComm, cursor[1])
                                    : next_on(StreamId::kCompute, cursor[0]);
     if (e == nullptr) break;
