@@ -18,7 +18,7 @@ namespace {
 // fan-out 362, gpt2-xl at 1,000 and 10,000 layers 200 and 232 (slackswap
 // alone 201): PlanStep's peak RSS above the parsed request's, each in a
 // fresh process. The judgments its policies share come on top: capped per
-// element and in all (JudgeMemoBytes).
+// element and in all (JudgeMemoCapBytes, planner/policy.h).
 constexpr int64_t kBytesPerElement = 400;
 // Fixed per request: the catalog, the response, allocator slack.
 constexpr int64_t kBytesPerRequest = 4 << 20;
@@ -47,12 +47,6 @@ constexpr double kTargetBisectionPlans = 12;
 
 // One simulation costs about a quarter of planning `ideal`.
 constexpr double kSimulationPlans = 0.25;
-
-// The most the judgments one request's policies share may hold.
-int64_t JudgeMemoBytes(int64_t elements) {
-  return std::min(SaturatingMul(elements, kJudgeMemoBytesPerGraphElement),
-                  kJudgeMemoMaxBytes);
-}
 
 }  // namespace
 
@@ -134,7 +128,7 @@ CostEstimate EstimateCost(const Graph& g, int64_t request_bytes, double plans,
       SaturatingAdd(kBytesPerRequest, request_bytes),
       SaturatingAdd(SaturatingMul(SaturatingMul(elements, kBytesPerElement),
                                   std::max<int64_t>(ranks, 1)),
-                    JudgeMemoBytes(elements)));
+                    JudgeMemoCapBytes(elements)));
   cost.seconds =
       static_cast<double>(elements) * kSecondsPerElementPlan * plans +
       solver_seconds;

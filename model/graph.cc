@@ -418,13 +418,13 @@ class Indexer {
       idx_.has_recipe[t] = g_.tensors[t].rebuild.has_value();
       const int32_t p = idx_.producer[t];
       if (p == kNone) {
-        idx_.static_bytes += g_.tensors[t].bytes;
+        idx_.static_bytes += idx_.bytes[t];
         continue;
       }
       if (g_.ops[p].phase == Phase::kForward &&
           idx_.first_bwd_use[t] != kNone) {
         idx_.is_saved[t] = true;
-        idx_.saved_bytes += g_.tensors[t].bytes;
+        idx_.saved_bytes += idx_.bytes[t];
       }
     }
     // Production order: by producer, then output position.

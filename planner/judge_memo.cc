@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "common/saturating.h"
-
 namespace slackswap {
 
 bool JudgeMemo::Serves(const PlanningContext& ctx) {
@@ -17,8 +15,7 @@ bool JudgeMemo::Serves(const PlanningContext& ctx) {
     const int64_t elements = static_cast<int64_t>(
         ctx.graph.ops.size() + 2 * ctx.graph.tensors.size() +
         ctx.graph.index.consumers.size());
-    max_bytes_ = std::min({max_bytes_, kMaxBytes,
-                           SaturatingMul(elements, kMaxBytesPerGraphElement)});
+    max_bytes_ = std::min(max_bytes_, JudgeMemoCapBytes(elements));
     return true;
   }
   return graph_ == &ctx.graph && hw_ == &ctx.hw && analysis_ == &ctx.analysis &&

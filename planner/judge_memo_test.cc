@@ -153,18 +153,18 @@ TEST(JudgeMemoTest, ALargeGraphsMemoStaysUnderItsCapInAll) {
   JudgeMemo memo;
   PlanningContext ctx = Context(s, 0.5);
   ctx.judge_memo = &memo;
-  // Six plans with different actions: every third candidate swapped and
-  // every third recomputed, the pattern shifted.
+  // Six plans with different actions: of every six candidates, the
+  // shift-th swapped and the one three after it recomputed.
   auto plan = [&s](int shift) {
     Plan p = Plan::KeepAll(s.graph);
-    int i = shift;
+    int i = 0;
     for (const Candidate& c : s.analysis.candidates) {
-      if (i % 3 == 1) p.decisions[c.tensor].action = Action::kSwap;
-      if (i % 3 == 2) p.decisions[c.tensor].action = Action::kRecompute;
+      if (i % 6 == shift) p.decisions[c.tensor].action = Action::kSwap;
+      if (i % 6 == (shift + 3) % 6) {
+        p.decisions[c.tensor].action = Action::kRecompute;
+      }
       ++i;
     }
-    if (shift >= 3)
-      p.decisions[s.analysis.candidates[0].tensor].action = Action::kKeep;
     return p;
   };
   int64_t largest_entry = 0;
@@ -174,6 +174,7 @@ TEST(JudgeMemoTest, ALargeGraphsMemoStaysUnderItsCapInAll) {
     largest_entry = std::max(largest_entry, memo.bytes() - before);
     EXPECT_LE(memo.bytes(), JudgeMemo::kMaxBytes);
   }
+  ASSERT_EQ(memo.hits(), 0);  // six distinct plans
   for (int shift = 0; shift < 6; ++shift) {
     ASSERT_TRUE(JudgePlan(ctx, plan(shift)).ok());
   }

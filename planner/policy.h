@@ -44,6 +44,12 @@ inline constexpr int64_t kJudgeMemoBytesPerGraphElement = 256;
 // search to judge again, while remembering a dozen would hold as much as
 // the graph (docs/PERFORMANCE.md, "A very large graph").
 inline constexpr int64_t kJudgeMemoMaxBytes = int64_t{64} << 20;
+// The most the memo holds for a graph of `elements` elements.
+inline int64_t JudgeMemoCapBytes(int64_t elements) {
+  return elements > kJudgeMemoMaxBytes / kJudgeMemoBytesPerGraphElement
+             ? kJudgeMemoMaxBytes
+             : elements * kJudgeMemoBytesPerGraphElement;
+}
 
 // A plan for a node's ranks: every rank runs it on its graph, all together
 // (SimulateNode), so each judgment of a candidate is the node's run.

@@ -13,18 +13,12 @@ constexpr absl::string_view kMacMagic = "ssm1";     // by the fleet secret
 constexpr size_t kMagicBytes = 4;
 constexpr size_t kDigestBytes = 32;
 
-
-std::string Digest(absl::string_view bytes) {
-  Sha256 h;
-  h.Update(bytes);
-  return h.Finish();
-}
-
 // What an "ssm1" value's MAC covers.
 std::string Mac(absl::string_view fleet_secret, absl::string_view request_key,
                 absl::string_view payload) {
-  return HmacSha256(fleet_secret, absl::StrCat(kMacMagic, Digest(request_key),
-                                               Digest(payload)));
+  return HmacSha256(
+      fleet_secret,
+      absl::StrCat(kMacMagic, Sha256::Of(request_key), Sha256::Of(payload)));
 }
 
 }  // namespace
@@ -51,7 +45,8 @@ std::string SharedNamespace(absl::string_view planner_version,
 
 std::string SharedKey(absl::string_view ns, absl::string_view kind,
                       absl::string_view id) {
-  return absl::StrCat("slackswap:", ns, ":", kind, ":", Sha256Hex(Digest(id)));
+  return absl::StrCat("slackswap:", ns, ":", kind, ":",
+                      Sha256Hex(Sha256::Of(id)));
 }
 
 std::string SharedGraphKey(absl::string_view ns, absl::string_view digest) {
@@ -65,8 +60,8 @@ std::string MarkKey(absl::string_view key) {
 std::string SealResult(absl::string_view request_key, absl::string_view payload,
                        absl::string_view fleet_secret) {
   if (fleet_secret.empty()) {
-    return absl::StrCat(kDigestMagic, Digest(request_key), Digest(payload),
-                        payload);
+    return absl::StrCat(kDigestMagic, Sha256::Of(request_key),
+                        Sha256::Of(payload), payload);
   }
   return absl::StrCat(kMacMagic, Mac(fleet_secret, request_key, payload),
                       payload);
@@ -97,10 +92,10 @@ absl::StatusOr<absl::string_view> OpenResult(absl::string_view request_key,
     const absl::string_view payload_digest =
         value.substr(kMagicBytes + kDigestBytes, kDigestBytes);
     const absl::string_view payload = value.substr(header);
-    if (key_digest != Digest(request_key)) {
+    if (key_digest != Sha256::Of(request_key)) {
       return absl::DataLossError("sealed for another request");
     }
-    if (payload_digest != Digest(payload)) {
+    if (payload_digest != Sha256::Of(payload)) {
       return absl::DataLossError("altered or truncated");
     }
     return payload;
@@ -146,7 +141,7 @@ bool UnpackMessages(absl::string_view packed,
 }
 
 bool GraphBytesMatch(absl::string_view bytes, absl::string_view digest) {
-  return Sha256Hex(Digest(bytes)) == digest;
+  return Sha256Hex(Sha256::Of(bytes)) == digest;
 }
 
 }  // namespace slackswap

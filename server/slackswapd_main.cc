@@ -265,6 +265,18 @@ struct DaemonOptions {
 };
 
 // The bearer token in --auth_token_file, or "" when the flag is unset.
+// The file a credential flag names; an unreadable one is an error naming
+// the flag.
+absl::StatusOr<std::string> ReadFlagFile(const char* flag,
+                                         const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": ", bytes.status().message()));
+  }
+  return bytes;
+}
+
 absl::StatusOr<std::string> AuthToken() {
   const std::string token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (token_file.empty()) return std::string();
@@ -317,11 +329,9 @@ absl::StatusOr<std::optional<SharedStoreOptions>> SharedStoreFromFlags() {
   const std::string password_file =
       absl::GetFlag(FLAGS_shared_store_password_file);
   if (!password_file.empty()) {
-    absl::StatusOr<std::string> password = ReadFile(password_file);
-    if (!password.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--shared_store_password_file: ", password.status().message()));
-    }
+    absl::StatusOr<std::string> password =
+        ReadFlagFile("shared_store_password_file", password_file);
+    if (!password.ok()) return password.status();
     endpoint->password = std::string(absl::StripAsciiWhitespace(*password));
     if (endpoint->password.empty()) {
       return absl::InvalidArgumentError(
@@ -355,11 +365,9 @@ absl::StatusOr<std::string> FleetSecretFromFlags() {
     return absl::InvalidArgumentError(
         "--shared_store_secret_file needs a --shared_store");
   }
-  absl::StatusOr<std::string> secret = ReadFile(file);
-  if (!secret.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shared_store_secret_file: ", secret.status().message()));
-  }
+  absl::StatusOr<std::string> secret =
+      ReadFlagFile("shared_store_secret_file", file);
+  if (!secret.ok()) return secret.status();
   // A trailing newline (echo, a text editor) is not part of it.
   std::string bytes(absl::StripTrailingAsciiWhitespace(*secret));
   if (bytes.size() < kMinFleetSecretBytes) {
