@@ -17,6 +17,7 @@
 #include "planner/internal/judge_memo.h"
 #include "planner/internal/policies.h"
 #include "planner/internal/slack.h"
+#include "planner/internal/step_bound.h"
 #include "sim/schedule.h"
 
 namespace slackswap {
@@ -204,6 +205,13 @@ absl::StatusOr<std::optional<Judged>> Judge(const PlanningContext& ctx,
     std::optional<Judged> known = ctx.judge_memo->Recall(ctx, key, plan);
     if (known.has_value()) return known;
   }
+  // The same verdict as the check after lowering, when it can be told
+  // before: the lowered compute is at least this.
+  if (ctx.prune_with_bounds && beaten_by != nullptr && beaten_by->feasible &&
+      (LeastComputeNs(ctx, plan) > beaten_by->step_ns ||
+       !MayFitTheBudget(ctx, plan))) {
+    return std::nullopt;
+  }
   SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
                              AssignPrefetchPoints(ctx, plan));
   if (beaten_by != nullptr && beaten_by->feasible &&
@@ -249,12 +257,22 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves,
                                           Tracing tracing) {
-  auto judge = [&](size_t k) -> absl::StatusOr<Judged> {
+  // Only whether a probe fits steers the search, so one the budget provably
+  // rules out is not simulated (nullopt), unless it is all the moves: that
+  // one comes back when nothing fits.
+  auto judge = [&](size_t k) -> absl::StatusOr<std::optional<Judged>> {
     Plan plan = base;
     for (size_t i = 0; i < k; ++i) {
       plan.decisions[moves[i].tensor].action = moves[i].action;
     }
+    if (ctx.prune_with_bounds && k < moves.size() &&
+        !MayFitTheBudget(ctx, plan)) {
+      return std::nullopt;
+    }
     return JudgePlan(ctx, std::move(plan), tracing);
+  };
+  const auto fits = [](const std::optional<Judged>& j) {
+    return j.has_value() && j->result.feasible;
   };
   // Fewer moves cannot free enough bytes at the peak.
   int64_t to_free = ctx.analysis.unconstrained_peak_bytes - ctx.budget_bytes;
@@ -272,22 +290,23 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
   // recompute chains reach back through every layer.
   size_t infeasible_below = k;  // k - 1 moves are known not to fit
   size_t step = 1;
-  SLACKSWAP_ASSIGN_OR_RETURN(Judged best, judge(k));
-  while (!best.result.feasible) {
-    if (k == moves.size()) return best;
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> probe, judge(k));
+  while (!fits(probe)) {
+    if (k == moves.size()) return *std::move(probe);
     infeasible_below = k + 1;
     k = std::min(moves.size(), k + step);
     step *= 2;
-    SLACKSWAP_ASSIGN_OR_RETURN(best, judge(k));
+    SLACKSWAP_ASSIGN_OR_RETURN(probe, judge(k));
   }
+  Judged best = *std::move(probe);
   size_t lo = infeasible_below;
   size_t hi = k;  // fits
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged j, judge(mid));
-    if (j.result.feasible) {
+    SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> j, judge(mid));
+    if (fits(j)) {
       hi = mid;
-      best = std::move(j);
+      best = *std::move(j);
     } else {
       lo = mid + 1;
     }

@@ -87,6 +87,10 @@ struct PlanningContext {
   // `hw` is then what each rank can count on of the node's shared links
   // (FairShareGpu), which the policies plan with. Null: one GPU, `hw`.
   const NodeRanks* node = nullptr;
+  // Skip candidates that a lower bound on their step shows cannot beat the
+  // best plan judged so far (planner/internal/step_bound.h): the same plan
+  // with fewer judgments. Tests turn it off to compare.
+  bool prune_with_bounds = true;
 
   LoweringLimits Lowering() const { return {max_recompute_tasks, should_stop}; }
   // The simulator's options for a plan judged in this context: `report`'s

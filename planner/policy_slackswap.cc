@@ -18,9 +18,11 @@
 //  4. Repair, judged by simulation: a swap whose prefetch still arrives late
 //     becomes a recompute when rebuilding costs less than the stall, and the
 //     slack filled is tried at a few levels (all of it, just the bytes the
-//     budget asks to free, and shares down to none); the best simulated plan
-//     wins. If none fits, swapping beyond the slack (largest first, stalls
-//     accepted) is the last resort, rather than an infeasible plan.
+//     budget asks to free, and shares down to none; a level that a lower
+//     bound on its step shows cannot beat the best is skipped); the best
+//     simulated plan wins. If none fits, swapping beyond the slack (largest
+//     first, stalls accepted) is the last resort, rather than an infeasible
+//     plan.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -32,6 +34,7 @@
 #include "common/status_macros.h"
 #include "planner/internal/plan_search.h"
 #include "planner/internal/policies.h"
+#include "planner/internal/step_bound.h"
 
 namespace slackswap {
 namespace {
@@ -70,7 +73,16 @@ class SlackSwapPolicy : public Policy {
     std::vector<Plan> others;
     PlanningContext quiet = ctx;  // their reasons are not slackswap's
     quiet.explain = false;
+    // recompute_only swaps nothing: when no such plan can beat the best,
+    // its search is skipped.
+    const bool recompute_only_cannot_win =
+        ctx.prune_with_bounds && best.result.feasible &&
+        LeastFeasibleStepNs(ctx, {}) > best.result.step_ns;
     for (const char* name : {"recompute_only", "swap_only", "capuchin"}) {
+      if (recompute_only_cannot_win &&
+          absl::string_view(name) == "recompute_only") {
+        continue;
+      }
       SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, PlanWithPolicy(name, quiet));
       others.push_back(std::move(plan));
     }
@@ -164,6 +176,13 @@ class SlackSwapPolicy : public Policy {
         std::sort(swaps.begin(), swaps.end());
         if (!judged_swaps.insert(swaps).second) continue;
         Plan base = Plan::KeepAll(ctx.graph);
+        // A level that cannot beat the best so far is not planned: its
+        // plan would not be chosen.
+        if (ctx.prune_with_bounds && best.has_value() &&
+            best->result.feasible &&
+            LeastFeasibleStepNs(ctx, swaps) > best->result.step_ns) {
+          continue;
+        }
         for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
         SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
                                    RecomputeCheapestThatFit(ctx, base));

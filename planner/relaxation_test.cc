@@ -20,6 +20,7 @@
 #include "planner/internal/relaxation_model.h"
 #include "planner/policy.h"
 #include "testing/graph_builder.h"
+#include "testing/planning_step.h"
 #include "testing/random_graphs.h"
 
 namespace slackswap {
@@ -33,28 +34,17 @@ using ::testing::IsSupersetOf;
 using testutil::RandomStepOptions;
 using testutil::RandomTrainingStep;
 
-struct Step {
-  Graph graph;
-  Hardware hw;
-  StepAnalysis analysis;
-
-  PlanningContext At(double fraction) const {
-    PlanningContext ctx{
-        graph, hw, analysis,
-        std::max<int64_t>(
-            1, static_cast<int64_t>(fraction * graph.index.saved_bytes))};
-    ctx.explain = false;
+// Contexts for the optimal policy's MILP, too, within half a second.
+struct Step : testutil::PlanningStep {
+  PlanningContext At(double share) const {
+    PlanningContext ctx = AtShare(share);
     ctx.optimal_time_limit_s = 0.5;
     return ctx;
   }
 };
 
 Step MakeStep(Graph g, Hardware hw) {
-  Step s{std::move(g), std::move(hw), {}};
-  absl::StatusOr<StepAnalysis> a = AnalyzeStep(s.graph, s.hw);
-  EXPECT_TRUE(a.ok()) << a.status();
-  s.analysis = *std::move(a);
-  return s;
+  return Step{testutil::MakePlanningStep(std::move(g), std::move(hw))};
 }
 
 Hardware Pcie() { return *FindHardware("a100-80gb-pcie4"); }

@@ -59,7 +59,9 @@ absl::StatusOr<Judged> JudgePlan(const PlanningContext& ctx, Plan plan,
 // JudgePlan, unless `plan` provably cannot beat `best`: when best is
 // feasible and the compute tasks of `plan` lowered take longer in all than
 // best's step (one stream runs them one after another, so no step of the
-// plan is shorter), nothing is simulated and nullopt comes back.
+// plan is shorter), or, before lowering, when the bounds of
+// planner/internal/step_bound.h say so (LeastComputeNs, MayFitTheBudget),
+// nothing is simulated and nullopt comes back.
 absl::StatusOr<std::optional<Judged>> JudgeUnlessBeaten(
     const PlanningContext& ctx, Plan plan, const SimResult& best);
 
@@ -77,7 +79,8 @@ struct Move {
 // fits the budget: from the fewest moves that free enough bytes, gallops up,
 // then bisects, assuming feasibility is monotone over that useful prefix.
 // If even all moves do not fit, returns the all-moves plan, infeasible.
-// Each judgment is traced as `tracing` says.
+// Each judgment is traced as `tracing` says; a probe MayFitTheBudget rules
+// out is not simulated (only whether it fits steers the search).
 absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves,

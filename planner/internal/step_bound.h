@@ -1,0 +1,59 @@
+// Lower bounds on the step of plans before they are lowered or simulated, so
+// that a search skips what provably cannot beat the best plan it has judged
+// (and returns the same plan as without the bounds).
+//
+//   if (best.result.feasible &&
+//       LeastFeasibleStepNs(ctx, swaps) > best.result.step_ns) {
+//     // no plan that swaps at most `swaps` and recomputes the rest beats it
+//   }
+//
+// Both rest on docs/SIMULATOR.md's semantics: the compute stream runs every
+// op once and every recompute task, one after another, so no step is
+// shorter than their sum; a task starts only when its saved outputs fit the
+// budget beside the saved activations still allocated; a recomputed tensor
+// leaves memory when its last forward reader ends, a swapped one no earlier.
+#ifndef SLACKSWAP_PLANNER_INTERNAL_STEP_BOUND_H_
+#define SLACKSWAP_PLANNER_INTERNAL_STEP_BOUND_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "model/plan.h"
+#include "planner/policy.h"
+
+namespace slackswap {
+
+// The least step of any plan that fits ctx.budget_bytes, swaps no tensor
+// outside `swaps` and otherwise only keeps or recomputes: when the op where
+// memory peaks (ctx.analysis.peak_op) starts, the saved activations
+// allocated then, everything kept, must have shrunk to the budget by tensors
+// moved before it; the swaps move at most their own bytes, and the rest is
+// recomputed, each re-run of an op restoring at most all its saved outputs
+// and each rebuild recipe its tensor. The least compute that restores
+// enough bytes, taking the cheapest per byte first and the last in part
+// (a fractional knapsack: no integral choice costs less), is added to the
+// ideal step. INT64_MAX when no such plan fits. REQUIRES: `swaps` are
+// tensors of ctx.graph.
+int64_t LeastFeasibleStepNs(const PlanningContext& ctx,
+                            absl::Span<const int32_t> swaps);
+
+// The least compute of `plan` lowered: every op once, and one re-run of the
+// producer of each tensor it recomputes without a rebuild recipe (a re-run
+// restores all the outputs the plan drops; recipes, chains and repeated
+// re-runs only add). At most what the lowering's tasks sum to.
+// REQUIRES: plan has a decision per tensor of ctx.graph.
+int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan);
+
+// False when `plan` provably does not fit ctx.budget_bytes: when some
+// forward op starts, the saved activations allocated with everything kept,
+// less those the plan moved before it (made before it, their forward
+// readers done), exceed the budget. Nothing comes back into memory during
+// the forward pass (prefetches and rebuilds wait for the backward pass),
+// and a swap's device copy leaves no earlier than its copy ends. True says
+// nothing: the plan may still not fit. REQUIRES: plan has a decision per
+// tensor of ctx.graph.
+bool MayFitTheBudget(const PlanningContext& ctx, const Plan& plan);
+
+}  // namespace slackswap
+
+#endif  // SLACKSWAP_PLANNER_INTERNAL_STEP_BOUND_H_

@@ -1,0 +1,250 @@
+// The step bounds' promise, plan by plan: no plan the simulator accepts runs
+// a step shorter than LeastFeasibleStepNs says for its swaps, and no plan
+// lowers to less compute than LeastComputeNs; checked on random plans at the
+// budget their own peak sets (where it binds exactly) and on every policy's
+// plans, on random training steps over a latency-free link and a PCIe
+// profile. Then that pruning with them changes no plan slackswap makes.
+#include "planner/internal/step_bound.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "model/transformer.h"
+#include "model/workloads.h"
+#include "planner/internal/plan_search.h"
+#include "planner/policy.h"
+#include "testing/graph_builder.h"
+#include "testing/planning_step.h"
+#include "testing/random_graphs.h"
+
+namespace slackswap {
+namespace {
+
+using testutil::RandomStepOptions;
+using testutil::RandomTrainingStep;
+
+using Step = testutil::PlanningStep;
+constexpr auto MakeStep = testutil::MakePlanningStep;
+
+std::vector<Hardware> Links() {
+  return {testutil::TestLink(), *FindHardware("a100-80gb-pcie4")};
+}
+
+int64_t TasksNs(const Schedule& schedule) {
+  int64_t sum = 0;
+  for (const Task& task : schedule.tasks) sum += task.duration_ns;
+  return sum;
+}
+
+std::vector<int32_t> Swaps(const Plan& plan) {
+  std::vector<int32_t> swaps;
+  for (size_t t = 0; t < plan.decisions.size(); ++t) {
+    if (plan.decisions[t].action == Action::kSwap) {
+      swaps.push_back(static_cast<int32_t>(t));
+    }
+  }
+  return swaps;
+}
+
+// Each saved activation kept, swapped or recomputed at random.
+Plan RandomPlan(const Graph& g, std::mt19937& rng) {
+  Plan plan = Plan::KeepAll(g);
+  std::uniform_int_distribution<int> pick(0, 2);
+  for (int32_t t : g.index.saved) {
+    const int choice = pick(rng);
+    if (choice == 1) plan.decisions[t].action = Action::kSwap;
+    if (choice == 2) plan.decisions[t].action = Action::kRecompute;
+  }
+  return plan;
+}
+
+TEST(StepBoundTest, NoRandomPlanBeatsTheBoundsAtTheBudgetItsPeakSets) {
+  int feasible = 0;
+  int above_ideal = 0;  // where the bound says more than the ideal step
+  for (const Hardware& hw : Links()) {
+    for (uint32_t seed = 0; seed < 12; ++seed) {
+      RandomStepOptions options;
+      options.forward_ops = 16;
+      const Step s = MakeStep(RandomTrainingStep(seed, options), hw);
+      std::mt19937 rng(seed);
+      for (int i = 0; i < 12; ++i) {
+        SCOPED_TRACE(absl::StrCat(hw.name, " seed ", seed, " plan ", i));
+        const Plan plan = RandomPlan(s.graph, rng);
+        // Unlimited first, for the plan's own activation peak; then at that
+        // peak as the budget, where nothing waits for memory and the
+        // budget binds where the peak is.
+        absl::StatusOr<Judged> free_run =
+            JudgePlan(s.At(std::numeric_limits<int64_t>::max() / 4), plan);
+        ASSERT_TRUE(free_run.ok()) << free_run.status();
+        const PlanningContext ctx =
+            s.At(std::max<int64_t>(1, free_run->result.peak_activation_bytes));
+        absl::StatusOr<Judged> judged = JudgePlan(ctx, plan);
+        ASSERT_TRUE(judged.ok()) << judged.status();
+        // Judging may turn a swap into a recompute (or keep it): the bound
+        // of the plan before still holds for the plan after.
+        EXPECT_LE(LeastComputeNs(ctx, plan), TasksNs(*judged->schedule));
+        EXPECT_LE(LeastComputeNs(ctx, judged->plan),
+                  TasksNs(*judged->schedule));
+        if (!judged->result.feasible) continue;
+        ++feasible;
+        EXPECT_TRUE(MayFitTheBudget(ctx, plan));
+        EXPECT_TRUE(MayFitTheBudget(ctx, judged->plan));
+        const int64_t least = LeastFeasibleStepNs(ctx, Swaps(plan));
+        EXPECT_LE(least, judged->result.step_ns);
+        EXPECT_LE(LeastFeasibleStepNs(ctx, Swaps(judged->plan)),
+                  judged->result.step_ns);
+        above_ideal += least > s.analysis.durations.total_ns;
+      }
+    }
+  }
+  EXPECT_GT(feasible, 200);
+  // The bound is not the ideal step in disguise: it counts recomputes.
+  EXPECT_GT(above_ideal, 50);
+}
+
+TEST(StepBoundTest, WhatMayFitTheBudgetRulesOutNeverFits) {
+  int ruled_out = 0;
+  int fit = 0;
+  for (const Hardware& hw : Links()) {
+    for (uint32_t seed = 0; seed < 12; ++seed) {
+      RandomStepOptions options;
+      options.forward_ops = 16;
+      const Step s = MakeStep(RandomTrainingStep(seed, options), hw);
+      std::mt19937 rng(100 + seed);
+      for (double fraction : {0.3, 0.5, 0.7}) {
+        const PlanningContext ctx = s.AtShare(fraction);
+        for (int i = 0; i < 8; ++i) {
+          SCOPED_TRACE(absl::StrCat(hw.name, " seed ", seed, " budget ",
+                                    fraction, " plan ", i));
+          const Plan plan = RandomPlan(s.graph, rng);
+          absl::StatusOr<Judged> judged = JudgePlan(ctx, plan);
+          ASSERT_TRUE(judged.ok()) << judged.status();
+          fit += judged->result.feasible;
+          if (MayFitTheBudget(ctx, plan)) continue;
+          ++ruled_out;
+          EXPECT_FALSE(judged->result.feasible);
+        }
+      }
+    }
+  }
+  // Both kinds occur: the test can tell a wrong rule.
+  EXPECT_GT(ruled_out, 50);
+  EXPECT_GT(fit, 50);
+}
+
+TEST(StepBoundTest, NoPolicysPlanBeatsTheBounds) {
+  int plans = 0;
+  for (const Hardware& hw : Links()) {
+    for (uint32_t seed = 0; seed < 16; ++seed) {
+      const Step s = MakeStep(RandomTrainingStep(seed), hw);
+      for (double fraction : {0.3, 0.5, 0.7}) {
+        const PlanningContext ctx = s.AtShare(fraction);
+        for (const PolicyInfo& p : PolicyRegistry()) {
+          if (p.unbudgeted_reference) continue;
+          SCOPED_TRACE(absl::StrCat(hw.name, " seed ", seed, " budget ",
+                                    fraction, " ", p.name));
+          absl::StatusOr<PlanOutcome> o = PlanAndSimulate(p.name, ctx, {});
+          ASSERT_TRUE(o.ok()) << o.status();
+          if (!o->result.feasible) continue;
+          ++plans;
+          EXPECT_LE(LeastFeasibleStepNs(ctx, Swaps(o->plan)),
+                    o->result.step_ns);
+          EXPECT_LE(LeastComputeNs(ctx, o->plan), o->result.step_ns);
+          EXPECT_TRUE(MayFitTheBudget(ctx, o->plan));
+        }
+      }
+    }
+  }
+  EXPECT_GT(plans, 150);
+}
+
+TEST(StepBoundTest, IsTheIdealStepWhereNothingMustMove) {
+  const Step s = MakeStep(RandomTrainingStep(4), testutil::TestLink());
+  const int64_t ideal = s.analysis.durations.total_ns;
+  EXPECT_EQ(LeastFeasibleStepNs(s.At(s.graph.index.saved_bytes), {}), ideal);
+  EXPECT_EQ(LeastComputeNs(s.At(1), Plan::KeepAll(s.graph)), ideal);
+}
+
+TEST(StepBoundTest, SaysWhenNoRecomputeFreesEnough) {
+  const Step s = MakeStep(RandomTrainingStep(4), testutil::TestLink());
+  // The peak op's own outputs stay, whatever the plan.
+  EXPECT_EQ(LeastFeasibleStepNs(s.At(1), {}),
+            std::numeric_limits<int64_t>::max());
+}
+
+TEST(StepBoundTest, FewerSwapsNeverLowerIt) {
+  const Step s = MakeStep(RandomTrainingStep(5), testutil::TestLink());
+  const PlanningContext ctx = s.AtShare(0.4);
+  std::vector<int32_t> swaps = s.graph.index.saved;
+  int64_t previous = LeastFeasibleStepNs(ctx, swaps);
+  int rose = 0;
+  while (!swaps.empty()) {
+    swaps.pop_back();
+    const int64_t least = LeastFeasibleStepNs(ctx, swaps);
+    EXPECT_GE(least, previous);
+    rose += least > previous;
+    previous = least;
+  }
+  EXPECT_GT(rose, 0);
+}
+
+// Where the speed-up comes from, on a reference workload: at half the peak
+// no plan without swaps can match slackswap's, so recompute_only's search
+// and the slack's emptier levels are skipped.
+TEST(StepBoundTest, NoPlanWithoutSwapsMatchesSlackSwapOnGpt2XlAtHalfThePeak) {
+  absl::StatusOr<Graph> g = BuildTransformer(*FindWorkload("gpt2-xl"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Step s = MakeStep(*std::move(g), *FindHardware("a100-80gb-pcie4"));
+  const PlanningContext ctx = s.AtShare(0.5);
+  absl::StatusOr<PlanOutcome> o = PlanAndSimulate("slackswap", ctx, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_TRUE(o->result.feasible);
+  EXPECT_GT(LeastFeasibleStepNs(ctx, {}), o->result.step_ns);
+  EXPECT_LE(LeastFeasibleStepNs(ctx, Swaps(o->plan)), o->result.step_ns);
+}
+
+// Pruning by the bounds changes no plan: slackswap with and without it, on
+// random steps at tight and loose budgets, the same decisions and step.
+TEST(StepBoundTest, PruningChangesNoPlan) {
+  int compared = 0;
+  for (const Hardware& hw : Links()) {
+    for (uint32_t seed = 0; seed < 10; ++seed) {
+      RandomStepOptions options;
+      options.forward_ops = 20;
+      const Step s = MakeStep(RandomTrainingStep(seed, options), hw);
+      for (double fraction : {0.2, 0.35, 0.5, 0.8}) {
+        SCOPED_TRACE(
+            absl::StrCat(hw.name, " seed ", seed, " budget ", fraction));
+        PlanningContext pruned = s.AtShare(fraction);
+        PlanningContext full = pruned;
+        full.prune_with_bounds = false;
+        absl::StatusOr<PlanOutcome> a =
+            PlanAndSimulate("slackswap", pruned, {});
+        absl::StatusOr<PlanOutcome> b = PlanAndSimulate("slackswap", full, {});
+        ASSERT_TRUE(a.ok()) << a.status();
+        ASSERT_TRUE(b.ok()) << b.status();
+        EXPECT_EQ(a->result.step_ns, b->result.step_ns);
+        EXPECT_EQ(a->result.feasible, b->result.feasible);
+        ASSERT_EQ(a->plan.decisions.size(), b->plan.decisions.size());
+        for (size_t t = 0; t < a->plan.decisions.size(); ++t) {
+          EXPECT_EQ(a->plan.decisions[t].action, b->plan.decisions[t].action)
+              << "tensor " << t;
+          EXPECT_EQ(a->plan.decisions[t].prefetch_after_op,
+                    b->plan.decisions[t].prefetch_after_op)
+              << "tensor " << t;
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 80);
+}
+
+}  // namespace
+}  // namespace slackswap
