@@ -96,7 +96,11 @@ bool MayFitTheBudget(const PlanningContext& ctx, const Plan& plan) {
   const int32_t num_ops = static_cast<int32_t>(ctx.graph.ops.size());
   const int32_t forward_ops =
       idx.first_backward_op == kNone ? num_ops : idx.first_backward_op;
-  if (ctx.budget_bytes <= 0 || forward_ops == 0) return true;
+  // A plan of another graph is the lowering's to refuse, with its message.
+  if (ctx.budget_bytes <= 0 || forward_ops == 0 ||
+      plan.decisions.size() != idx.bytes.size()) {
+    return true;
+  }
   // Allocated at each forward op's start: from a saved tensor's producer to
   // its last use, or, moved, only until its last forward reader is done.
   std::vector<int64_t> change(forward_ops + 1, 0);
@@ -121,8 +125,9 @@ bool MayFitTheBudget(const PlanningContext& ctx, const Plan& plan) {
 int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan) {
   const GraphIndex& idx = ctx.graph.index;
   const StepAnalysis& a = ctx.analysis;
-  std::vector<bool> rerun(a.durations.op_ns.size(), false);
   int64_t least = a.durations.total_ns;
+  if (plan.decisions.size() != idx.bytes.size()) return least;
+  std::vector<bool> rerun(a.durations.op_ns.size(), false);
   for (int32_t t : idx.saved) {
     if (plan.decisions[t].action != Action::kRecompute || idx.has_recipe[t] ||
         !Recomputable(a, t)) {

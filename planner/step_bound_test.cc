@@ -171,6 +171,18 @@ TEST(StepBoundTest, IsTheIdealStepWhereNothingMustMove) {
   EXPECT_EQ(LeastComputeNs(s.At(1), Plan::KeepAll(s.graph)), ideal);
 }
 
+// A plan of another graph rules nothing out: judging it is what says so.
+TEST(StepBoundTest, APlanOfAnotherSizeIsLeftToTheLowering) {
+  const Step s = MakeStep(RandomTrainingStep(4), testutil::TestLink());
+  const PlanningContext ctx = s.At(1);
+  Plan short_plan = Plan::KeepAll(s.graph);
+  short_plan.decisions.pop_back();
+  EXPECT_TRUE(MayFitTheBudget(ctx, short_plan));
+  EXPECT_EQ(LeastComputeNs(ctx, short_plan), s.analysis.durations.total_ns);
+  absl::StatusOr<Judged> judged = JudgePlan(ctx, short_plan);
+  EXPECT_EQ(judged.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(StepBoundTest, SaysWhenNoRecomputeFreesEnough) {
   const Step s = MakeStep(RandomTrainingStep(4), testutil::TestLink());
   // The peak op's own outputs stay, whatever the plan.

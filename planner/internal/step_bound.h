@@ -40,8 +40,9 @@ int64_t LeastFeasibleStepNs(const PlanningContext& ctx,
 // The least compute of `plan` lowered: every op once, and one re-run of the
 // producer of each tensor it recomputes without a rebuild recipe (a re-run
 // restores all the outputs the plan drops; recipes, chains and repeated
-// re-runs only add). At most what the lowering's tasks sum to.
-// REQUIRES: plan has a decision per tensor of ctx.graph.
+// re-runs only add). At most what the lowering's tasks sum to. The ideal
+// step for a plan without a decision per tensor (which the lowering
+// refuses).
 int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan);
 
 // False when `plan` provably does not fit ctx.budget_bytes: when some
@@ -50,8 +51,8 @@ int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan);
 // readers done), exceed the budget. Nothing comes back into memory during
 // the forward pass (prefetches and rebuilds wait for the backward pass),
 // and a swap's device copy leaves no earlier than its copy ends. True says
-// nothing: the plan may still not fit. REQUIRES: plan has a decision per
-// tensor of ctx.graph.
+// nothing: the plan may still not fit, and a plan without a decision per
+// tensor (which the lowering refuses) gets true.
 bool MayFitTheBudget(const PlanningContext& ctx, const Plan& plan);
 
 }  // namespace slackswap
