@@ -205,8 +205,9 @@ absl::StatusOr<std::optional<Judged>> Judge(const PlanningContext& ctx,
     std::optional<Judged> known = ctx.judge_memo->Recall(ctx, key, plan);
     if (known.has_value()) return known;
   }
-  // The same verdict as the check after lowering, when it can be told
-  // before: the lowered compute is at least this.
+  // Told before lowering, when the bounds can: the lowered compute is at
+  // least LeastComputeNs (the check after lowering, earlier), and a plan
+  // MayFitTheBudget rules out is infeasible; neither can beat `beaten_by`.
   if (ctx.prune_with_bounds && beaten_by != nullptr && beaten_by->feasible &&
       (LeastComputeNs(ctx, plan) > beaten_by->step_ns ||
        !MayFitTheBudget(ctx, plan))) {
