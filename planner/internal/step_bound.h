@@ -7,8 +7,8 @@
 //     // no plan that swaps at most `swaps` and recomputes the rest beats it
 //   }
 //
-// Both rest on docs/SIMULATOR.md's semantics: the compute stream runs every
-// op once and every recompute task, one after another, so no step is
+// All three rest on docs/SIMULATOR.md's semantics: the compute stream runs
+// every op once and every recompute task, one after another, so no step is
 // shorter than their sum; a task starts only when its saved outputs fit the
 // budget beside the saved activations still allocated; a recomputed tensor
 // leaves memory when its last forward reader ends, a swapped one no earlier.
