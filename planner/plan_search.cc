@@ -206,12 +206,16 @@ absl::StatusOr<std::optional<Judged>> Judge(const PlanningContext& ctx,
     if (known.has_value()) return known;
   }
   // Told before lowering, when the bounds can: the lowered compute is at
-  // least LeastComputeNs (the check after lowering, earlier), and a plan
-  // MayFitTheBudget rules out is infeasible; neither can beat `beaten_by`.
-  if (ctx.prune_with_bounds && beaten_by != nullptr && beaten_by->feasible &&
-      (LeastComputeNs(ctx, plan) > beaten_by->step_ns ||
-       !MayFitTheBudget(ctx, plan))) {
-    return std::nullopt;
+  // least LeastComputeNs (the check after lowering, earlier), the step at
+  // least that plus LeastSwapOutWaitNs, and a plan MayFitTheBudget rules out
+  // is infeasible; none of them can beat `beaten_by`.
+  if (ctx.prune_with_bounds && beaten_by != nullptr && beaten_by->feasible) {
+    const int64_t compute = LeastComputeNs(ctx, plan);
+    if (compute > beaten_by->step_ns || !MayFitTheBudget(ctx, plan) ||
+        SaturatingAdd(compute, LeastSwapOutWaitNs(ctx, plan)) >
+            beaten_by->step_ns) {
+      return std::nullopt;
+    }
   }
   SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
                              AssignPrefetchPoints(ctx, plan));

@@ -26,6 +26,86 @@ bool CheaperPerByte(const Restorer& x, const Restorer& y) {
   return absl::int128(x.cost_ns) * y.bytes < absl::int128(y.cost_ns) * x.bytes;
 }
 
+// The swaps of `plan` that judging may turn into recomputes (and those into
+// keeps): AssignPrefetchPoints converts a swap the first backward op needs,
+// itself or through a rebuild, and the rebuild of a converted swap may need
+// more. Found by walking back from that op's inputs through every tensor a
+// rebuild could have to restore (anything made in the forward pass but a
+// kept saved activation), without recursion.
+std::vector<bool> SwapsJudgingMayConvert(const Graph& g, const Plan& plan,
+                                         int32_t first_backward_op) {
+  const GraphIndex& idx = g.index;
+  std::vector<bool> may_convert(idx.bytes.size(), false);
+  std::vector<bool> walked(idx.bytes.size(), false);
+  std::vector<int32_t> stack(g.ops[first_backward_op].inputs.begin(),
+                             g.ops[first_backward_op].inputs.end());
+  while (!stack.empty()) {
+    const int32_t t = stack.back();
+    stack.pop_back();
+    if (walked[t]) continue;
+    walked[t] = true;
+    const int32_t p = idx.producer[t];
+    if (p == kNone || p >= first_backward_op) continue;
+    const Action action = plan.decisions[t].action;
+    if (idx.is_saved[t] && action == Action::kKeep) continue;
+    if (idx.is_saved[t] && action == Action::kSwap) may_convert[t] = true;
+    const TensorIds& reads =
+        idx.has_recipe[t] ? g.tensors[t].rebuild->inputs : g.ops[p].inputs;
+    stack.insert(stack.end(), reads.begin(), reads.end());
+  }
+  return may_convert;
+}
+
+// The least time a swap-out of `bytes` takes: its latency, then its bytes
+// at the GPU's own link rate one way, which no copy exceeds (on a node a
+// rank's copy also crosses its switch and socket, shared with the others'
+// copies: only slower). The simulator rounds a copy's end up from the bytes
+// left (a double) whenever its rate changes, as on a node whenever another
+// rank's copy starts or ends: a billionth of the time and a nanosecond are
+// given back for that rounding.
+int64_t LeastSwapOutNs(const Hardware& gpu, int64_t bytes) {
+  const double ns = static_cast<double>(bytes) /
+                    gpu.Rate(Direction::kD2H, /*both_busy=*/false) * (1 - 1e-9);
+  return SaturatingAdd(gpu.transfer_latency_ns,
+                       std::max<int64_t>(0, SaturatingTrunc(ns) - 1));
+}
+
+// Bytes released by swaps, indexed by their place in the D2H order: a
+// Fenwick tree, to find how many of the first swaps it takes to release a
+// given amount.
+class ReleasedBytes {
+ public:
+  explicit ReleasedBytes(size_t n) : tree_(n + 1, 0) {}
+
+  // The swap at `place` (0-based) counts from now on.
+  void Add(size_t place, int64_t bytes) {
+    total_ += bytes;
+    for (size_t i = place + 1; i < tree_.size(); i += i & (~i + 1)) {
+      tree_[i] += bytes;
+    }
+  }
+
+  // The fewest first swaps whose counted bytes reach `need` (> 0), or 0
+  // when all of them do not.
+  size_t FewestReaching(int64_t need) const {
+    if (total_ < need) return 0;
+    size_t pos = 0;
+    size_t step = 1;
+    while (2 * step < tree_.size()) step *= 2;
+    for (; step > 0; step /= 2) {
+      if (pos + step < tree_.size() && tree_[pos + step] < need) {
+        pos += step;
+        need -= tree_[pos];
+      }
+    }
+    return pos + 1;
+  }
+
+ private:
+  std::vector<int64_t> tree_;
+  int64_t total_ = 0;
+};
+
 }  // namespace
 
 int64_t LeastFeasibleStepNs(const PlanningContext& ctx,
@@ -120,6 +200,93 @@ bool MayFitTheBudget(const PlanningContext& ctx, const Plan& plan) {
     if (allocated > ctx.budget_bytes) return false;
   }
   return true;
+}
+
+int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
+  const Graph& g = ctx.graph;
+  const GraphIndex& idx = g.index;
+  const std::vector<int64_t>& op_ns = ctx.analysis.durations.op_ns;
+  const int32_t num_ops = static_cast<int32_t>(g.ops.size());
+  const int32_t forward_ops = idx.first_backward_op;
+  if (ctx.budget_bytes <= 0 || forward_ops == kNone || forward_ops == 0 ||
+      forward_ops >= num_ops || plan.decisions.size() != idx.bytes.size()) {
+    return 0;
+  }
+  // On a node ctx.hw is each rank's fair share of the shared links, slower
+  // than a copy that finds them free: the GPU's own link bounds it.
+  const Hardware& gpu = ctx.node != nullptr ? ctx.node->node->gpu : ctx.hw;
+  const std::vector<bool> may_convert =
+      SwapsJudgingMayConvert(g, plan, forward_ops);
+  const auto copied = [&](int32_t t) {
+    return idx.is_saved[t] && plan.decisions[t].action == Action::kSwap &&
+           !may_convert[t];
+  };
+  // The swaps in D2H order (their producers', then each op's outputs'), the
+  // earliest each can be done, and the first op that can start after it
+  // released its bytes (its forward readers done).
+  struct SwapOut {
+    int64_t done_ns;
+    int64_t bytes;
+    int32_t releasable_from;
+  };
+  std::vector<SwapOut> d2h;
+  std::vector<int64_t> ideal_start(forward_ops, 0);
+  int64_t clock = 0;
+  int64_t ideal = 0;
+  for (int32_t o = 0; o < forward_ops; ++o) {
+    ideal_start[o] = ideal;
+    ideal = SaturatingAdd(ideal, op_ns[o]);
+    for (int32_t t : g.ops[o].outputs) {
+      if (!copied(t)) continue;
+      clock = SaturatingAdd(std::max(clock, ideal),
+                            LeastSwapOutNs(gpu, idx.bytes[t]));
+      d2h.push_back(
+          {clock, idx.bytes[t], std::max(o, idx.last_fwd_use[t]) + 1});
+    }
+  }
+  if (d2h.empty()) return 0;
+  // Allocated at each forward op's start with the copied swaps still held:
+  // MayFitTheBudget's count, but a copied swap stays to the forward pass's
+  // end (its release is what is waited for).
+  std::vector<int64_t> change(forward_ops + 1, 0);
+  for (int32_t t : idx.saved) {
+    const int32_t from = idx.producer[t];
+    if (from >= forward_ops) continue;
+    int32_t to = std::min(idx.last_use[t], forward_ops - 1);
+    const Action action = plan.decisions[t].action;
+    if (action == Action::kRecompute ||
+        (action == Action::kSwap && !copied(t))) {
+      to = std::min(to, std::max(from, idx.last_fwd_use[t]));
+    }
+    change[from] += idx.bytes[t];
+    change[to + 1] -= idx.bytes[t];
+  }
+  std::vector<int32_t> by_release(d2h.size());
+  for (size_t i = 0; i < d2h.size(); ++i) {
+    by_release[i] = static_cast<int32_t>(i);
+  }
+  std::stable_sort(by_release.begin(), by_release.end(),
+                   [&](int32_t x, int32_t y) {
+                     return d2h[x].releasable_from < d2h[y].releasable_from;
+                   });
+  ReleasedBytes released(d2h.size());
+  size_t next = 0;
+  int64_t allocated = 0;
+  int64_t wait = 0;
+  for (int32_t o = 0; o < forward_ops; ++o) {
+    allocated += change[o];
+    for (;
+         next < by_release.size() && d2h[by_release[next]].releasable_from <= o;
+         ++next) {
+      released.Add(by_release[next], d2h[by_release[next]].bytes);
+    }
+    const int64_t need = allocated - ctx.budget_bytes;
+    if (need <= 0) continue;
+    const size_t k = released.FewestReaching(need);
+    if (k == 0) return std::numeric_limits<int64_t>::max();
+    wait = std::max(wait, d2h[k - 1].done_ns - ideal_start[o]);
+  }
+  return wait;
 }
 
 int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/saturating.h"
 #include "gtest/gtest.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
@@ -108,6 +109,103 @@ TEST(StepBoundTest, NoRandomPlanBeatsTheBoundsAtTheBudgetItsPeakSets) {
   EXPECT_GT(above_ideal, 50);
 }
 
+// Below the plans' own peaks the forward pass may wait for swap-outs: the
+// wait LeastSwapOutWaitNs counts, on top of the least compute, never
+// exceeds the simulated step, for the plan as made and as judging turned
+// it (swaps the prefetch points cannot serve become recomputes). On one GPU
+// and on every GPU of an 8-GPU node, where a rank plans with its fair share
+// of the shared links but a copy that finds them free runs faster.
+void CheckSwapOutWaits(const NodeRanks* on_node, const Hardware& hw,
+                       uint32_t seed_base) {
+  int feasible = 0;
+  int waits = 0;  // where the bound says the forward pass must wait
+  for (uint32_t seed = 0; seed < 12; ++seed) {
+    RandomStepOptions options;
+    options.forward_ops = 16;
+    const Step s = MakeStep(RandomTrainingStep(seed, options), hw);
+    NodeRanks ranks;
+    if (on_node != nullptr) {
+      ranks.node = on_node->node;
+      ranks.graphs.assign(on_node->graphs.size(), &s.graph);
+    }
+    std::mt19937 rng(seed_base + seed);
+    for (double fraction : {0.3, 0.5, 0.7}) {
+      PlanningContext ctx = s.AtShare(fraction);
+      if (on_node != nullptr) ctx.node = &ranks;
+      for (int i = 0; i < 8; ++i) {
+        SCOPED_TRACE(absl::StrCat(hw.name, " seed ", seed, " budget ", fraction,
+                                  " plan ", i));
+        const Plan plan = RandomPlan(s.graph, rng);
+        absl::StatusOr<Judged> judged = JudgePlan(ctx, plan);
+        ASSERT_TRUE(judged.ok()) << judged.status();
+        const int64_t wait = LeastSwapOutWaitNs(ctx, plan);
+        ASSERT_GE(wait, 0);
+        if (!judged->result.feasible) continue;
+        ++feasible;
+        EXPECT_LE(SaturatingAdd(LeastComputeNs(ctx, plan), wait),
+                  judged->result.step_ns);
+        EXPECT_LE(SaturatingAdd(LeastComputeNs(ctx, judged->plan),
+                                LeastSwapOutWaitNs(ctx, judged->plan)),
+                  judged->result.step_ns);
+        waits += wait > 0;
+      }
+    }
+  }
+  EXPECT_GT(feasible, 40);
+  // The bound is not zero in disguise: it finds forward passes that wait.
+  EXPECT_GT(waits, 10);
+}
+
+TEST(StepBoundTest, NoRandomPlanWaitsLessForSwapOutsThanTheBoundSays) {
+  uint32_t seed_base = 200;
+  for (const Hardware& hw : Links()) {
+    CheckSwapOutWaits(nullptr, hw, seed_base);
+    seed_base += 100;
+  }
+}
+
+// All 8 GPUs, two behind each switch; and 3, where GPU 2 has its switch to
+// itself and copies faster than the share the ranks plan with.
+TEST(StepBoundTest, NoRandomPlanOnANodeWaitsLessThanTheBoundSays) {
+  const Node node = *FindNode("dgx-a100-80gb");
+  for (int32_t num_ranks : {8, 3}) {
+    SCOPED_TRACE(absl::StrCat(num_ranks, " ranks"));
+    NodeRanks ranks;
+    ranks.node = &node;
+    ranks.graphs.assign(num_ranks, nullptr);  // each step's own graph
+    CheckSwapOutWaits(&ranks, FairShareGpu(node, num_ranks), 400);
+  }
+}
+
+// A swap the first backward op needs has no room for its prefetch, so
+// judging makes it a recompute, which leaves memory without a copy: the
+// wait must not count its copy. By hand (1 byte/ns, budget 1000 bytes): a
+// swapped, f1 would wait for a's copy until 1100; recomputed, nothing waits
+// and the step is the four ops and two re-runs, 600 ns.
+TEST(StepBoundTest, ASwapJudgingTurnsIntoARecomputeIsNotWaitedFor) {
+  testutil::GraphBuilder b;
+  const int32_t a = b.Tensor("a", 1000);
+  const int32_t y = b.Tensor("y", 1000);
+  b.Forward("f0", 100, {}, {a});
+  b.Forward("f1", 100, {}, {y});
+  b.Backward("b0", 100, {a});
+  b.Backward("b1", 100, {y});
+  const Step s = MakeStep(b.Build(), testutil::TestLink());
+  const PlanningContext ctx = s.At(1000);
+  Plan plan = Plan::KeepAll(s.graph);
+  plan.decisions[a].action = Action::kSwap;
+  plan.decisions[y].action = Action::kRecompute;
+  absl::StatusOr<Judged> judged = JudgePlan(ctx, plan);
+  ASSERT_TRUE(judged.ok()) << judged.status();
+  ASSERT_TRUE(judged->result.feasible) << judged->result.infeasible_reason;
+  EXPECT_EQ(judged->plan.decisions[a].action, Action::kRecompute);
+  EXPECT_EQ(judged->result.step_ns, 600);
+  EXPECT_EQ(LeastSwapOutWaitNs(ctx, plan), 0);
+  EXPECT_LE(
+      SaturatingAdd(LeastComputeNs(ctx, plan), LeastSwapOutWaitNs(ctx, plan)),
+      judged->result.step_ns);
+}
+
 TEST(StepBoundTest, WhatMayFitTheBudgetRulesOutNeverFits) {
   int ruled_out = 0;
   int fit = 0;
@@ -179,6 +277,7 @@ TEST(StepBoundTest, APlanOfAnotherSizeIsLeftToTheLowering) {
   short_plan.decisions.pop_back();
   EXPECT_TRUE(MayFitTheBudget(ctx, short_plan));
   EXPECT_EQ(LeastComputeNs(ctx, short_plan), s.analysis.durations.total_ns);
+  EXPECT_EQ(LeastSwapOutWaitNs(ctx, short_plan), 0);
   absl::StatusOr<Judged> judged = JudgePlan(ctx, short_plan);
   EXPECT_EQ(judged.status().code(), absl::StatusCode::kInvalidArgument);
 }

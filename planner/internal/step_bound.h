@@ -55,6 +55,22 @@ int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan);
 // tensor (which the lowering refuses) gets true.
 bool MayFitTheBudget(const PlanningContext& ctx, const Plan& plan);
 
+// How much longer than LeastComputeNs the step of `plan` takes at least
+// because forward ops wait for swap-outs to release memory. A swap-out is
+// issued when its producer ends, no earlier than on the ideal timeline, and
+// the D2H stream copies one at a time in issue order, none faster than the
+// GPU's own link allows one way (on a node too, where the others' copies
+// share the links after it), so the first k swaps are done no earlier than
+// a chain of those copies allows. A forward op whose saved activations, swaps
+// still allocated, exceed the budget starts only once the first k swaps have
+// released enough, and everything after it (the rest of the ops, every
+// recompute task: all rebuilds run in the backward pass) still runs then.
+// Swaps that judging may turn into recomputes or keeps (those a rebuild for
+// the first backward op could need) count as released without a copy.
+// INT64_MAX when the swaps can never release enough (MayFitTheBudget is
+// then false). A plan without a decision per tensor gets 0.
+int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_PLANNER_INTERNAL_STEP_BOUND_H_
