@@ -1,15 +1,15 @@
 // Values kept on the heap behind one pointer, for fields that most of the
 // millions of objects holding them leave empty: 8 bytes in the object where
 // the value itself would take many more (a tensor's rebuild recipe was 72 of
-// its 192 bytes; a plan decision's reason, 32 of 56). Copies are deep.
+// its 192 bytes; a decision's reason, 32 of 56). Copies are deep.
 //
 //   struct Tensor { Boxed<Rebuild> rebuild; };   // as std::optional<Rebuild>
 //   if (t.rebuild.has_value()) Use(t.rebuild->inputs);
 //   t.rebuild = Rebuild{.inputs = {3}};
 //
-//   struct Decision { BoxedString reason; };     // as std::string
-//   d.reason = absl::StrCat("keep: ", why);
-//   const std::string& text = d.reason;
+//   struct DecisionFacts { BoxedString reason; };  // as std::string
+//   f.reason = absl::StrCat("keep: ", why);
+//   const std::string& text = f.reason;
 #ifndef SLACKSWAP_COMMON_BOXED_H_
 #define SLACKSWAP_COMMON_BOXED_H_
 

@@ -789,6 +789,7 @@ absl::StatusOr<Plan> PlanFromProto(const v1::Plan& pb, const Graph& g) {
         "plan: budget_bytes must be >= 0, got ", pb.budget_bytes()));
   }
   Plan plan = Plan::KeepAll(g);
+  plan.facts.resize(plan.decisions.size());
   plan.policy = pb.policy();
   plan.budget_bytes = pb.budget_bytes();
   std::vector<bool> seen(g.tensors.size(), false);
@@ -807,9 +808,10 @@ absl::StatusOr<Plan> PlanFromProto(const v1::Plan& pb, const Graph& g) {
     }
     seen[t] = true;
     Decision& out = plan.decisions[t];
-    out.reason = d.reason();
-    out.transfer_ns = d.transfer_ns();
-    out.recompute_ns = d.recompute_ns();
+    DecisionFacts& facts = plan.facts[t];
+    facts.reason = d.reason();
+    facts.transfer_ns = d.transfer_ns();
+    facts.recompute_ns = d.recompute_ns();
     switch (d.action()) {
       case v1::ACTION_UNSPECIFIED:
       case v1::ACTION_KEEP:
@@ -858,9 +860,10 @@ v1::Plan PlanToProto(const Plan& plan, const Graph& g,
     out->set_tensor_id(g.tensors[t].external_id);
     out->set_tensor_name(g.tensors[t].name.str());
     out->set_size_bytes(g.tensors[t].bytes);
-    out->set_reason(d.reason.str());
-    out->set_transfer_ns(d.transfer_ns);
-    out->set_recompute_ns(d.recompute_ns);
+    const DecisionFacts& facts = plan.FactsOf(t);
+    out->set_reason(facts.reason.str());
+    out->set_transfer_ns(facts.transfer_ns);
+    out->set_recompute_ns(facts.recompute_ns);
     switch (d.action) {
       case Action::kKeep:
         out->set_action(v1::ACTION_KEEP);

@@ -22,6 +22,11 @@ Plan Plan::KeepAll(const Graph& g) {
   return plan;
 }
 
+const DecisionFacts& Plan::FactsOf(int32_t t) const {
+  static const DecisionFacts* const kNone = new DecisionFacts();
+  return facts.empty() ? *kNone : facts[static_cast<size_t>(t)];
+}
+
 int64_t Plan::CountAction(Action a) const {
   return std::count_if(decisions.begin(), decisions.end(),
                        [a](const Decision& d) { return d.action == a; });

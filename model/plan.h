@@ -23,11 +23,17 @@ struct Decision {
   Action action = Action::kKeep;
   // kSwap: op index whose start issues the prefetch.
   int32_t prefetch_after_op = kNone;
-  // Boxed: a plan has a decision per tensor, and most have no reason (only
-  // explained plans do): 32 bytes a decision instead of 56.
-  BoxedString reason;
+};
+
+// What a decision costs and why it was made, for whoever reads the plan
+// (ExplainDecisions sets it on the plan a policy returns). Apart from the
+// decisions: a search copies and lowers candidate plans, a decision per
+// tensor each, and none of them needs it.
+struct DecisionFacts {
   int64_t transfer_ns = 0;
   int64_t recompute_ns = 0;
+  // Boxed: most plans have no reasons (only explained ones do).
+  BoxedString reason;
 };
 
 // What a solver proved about the plan it made (the optimal policy).
@@ -45,10 +51,15 @@ struct Plan {
   int64_t budget_bytes = 0;  // 0: no limit
   // One entry per tensor of the graph; only saved activations may be moved.
   std::vector<Decision> decisions;
+  // One entry per decision when the plan was explained (or read with its
+  // facts); empty otherwise, which reads as all zero and no reason.
+  std::vector<DecisionFacts> facts;
   std::optional<PlanProof> proof;
 
   static Plan KeepAll(const Graph& g);
   int64_t CountAction(Action a) const;
+  // Tensor t's decision's facts; all zero when the plan has none.
+  const DecisionFacts& FactsOf(int32_t t) const;
 };
 
 }  // namespace slackswap

@@ -116,7 +116,7 @@ std::optional<Plan> JudgeMemo::RecallPlan(const PlanningContext& ctx,
   ++plan_hits_;
   Plan plan = it->second.plan;
   if (!ctx.explain) {
-    for (Decision& d : plan.decisions) d.reason.clear();
+    for (DecisionFacts& f : plan.facts) f.reason.clear();
   }
   return plan;
 }

@@ -44,12 +44,13 @@ PlanningContext Context(const Step& s, double fraction) {
 // judgment turns late swaps into recomputes and places prefetches.
 Plan Mixed(const Step& s) {
   Plan plan = Plan::KeepAll(s.graph);
+  plan.facts.resize(plan.decisions.size());
   int i = 0;
   for (const Candidate& c : s.analysis.candidates) {
     Decision& d = plan.decisions[c.tensor];
     if (i % 3 == 1) d.action = Action::kSwap;
     if (i % 3 == 2) d.action = Action::kRecompute;
-    d.reason = absl::StrCat("caller's reason ", i);
+    plan.facts[c.tensor].reason = absl::StrCat("caller's reason ", i);
     ++i;
   }
   return plan;
@@ -62,7 +63,9 @@ void ExpectSameJudged(const Judged& a, const Judged& b) {
     const Decision& y = b.plan.decisions[t];
     EXPECT_EQ(x.action, y.action) << "tensor " << t;
     EXPECT_EQ(x.prefetch_after_op, y.prefetch_after_op) << "tensor " << t;
-    EXPECT_EQ(x.reason.str(), y.reason.str()) << "tensor " << t;
+    EXPECT_EQ(a.plan.FactsOf(static_cast<int32_t>(t)).reason.str(),
+              b.plan.FactsOf(static_cast<int32_t>(t)).reason.str())
+        << "tensor " << t;
   }
   EXPECT_EQ(a.plan.budget_bytes, b.plan.budget_bytes);
   EXPECT_EQ(a.result.feasible, b.result.feasible);
@@ -89,8 +92,9 @@ TEST(JudgeMemoTest, ARecalledJudgmentIsTheFreshOne) {
     EXPECT_EQ(memo.hits(), 0);
 
     Plan again = first;
+    again.facts.resize(again.decisions.size());
     for (size_t t = 0; t < again.decisions.size(); ++t) {
-      again.decisions[t].reason = absl::StrCat("another caller ", t);
+      again.facts[t].reason = absl::StrCat("another caller ", t);
       if (again.decisions[t].action != Action::kKeep) {
         again.decisions[t].prefetch_after_op = 0;  // stale: chosen afresh
       }
@@ -249,8 +253,11 @@ TEST(JudgeMemoTest, ARoundSharingOnePlansWhatEachPlansAlone) {
           EXPECT_EQ(a->decisions[t].action, b->decisions[t].action);
           EXPECT_EQ(a->decisions[t].prefetch_after_op,
                     b->decisions[t].prefetch_after_op);
-          EXPECT_EQ(a->decisions[t].reason.str(), b->decisions[t].reason.str());
-          EXPECT_EQ(a->decisions[t].recompute_ns, b->decisions[t].recompute_ns);
+          const int32_t tensor = static_cast<int32_t>(t);
+          EXPECT_EQ(a->FactsOf(tensor).reason.str(),
+                    b->FactsOf(tensor).reason.str());
+          EXPECT_EQ(a->FactsOf(tensor).recompute_ns,
+                    b->FactsOf(tensor).recompute_ns);
         }
         EXPECT_EQ(a->policy, policy);
         if (policy != "ideal") {
@@ -284,8 +291,9 @@ TEST(JudgeMemoTest, AnExplainedPlanServesAQuietContext) {
   EXPECT_EQ(memo.plan_hits(), 1);
   bool any_reason = false;
   for (size_t t = 0; t < explained->decisions.size(); ++t) {
-    any_reason |= !explained->decisions[t].reason.empty();
-    EXPECT_TRUE(recalled->decisions[t].reason.empty());
+    const int32_t tensor = static_cast<int32_t>(t);
+    any_reason |= !explained->FactsOf(tensor).reason.empty();
+    EXPECT_TRUE(recalled->FactsOf(tensor).reason.empty());
     EXPECT_EQ(recalled->decisions[t].action, explained->decisions[t].action);
   }
   EXPECT_TRUE(any_reason);

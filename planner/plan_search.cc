@@ -702,34 +702,38 @@ absl::Status ExplainDecisions(const PlanningContext& ctx,
                               absl::string_view why_recompute, Plan& plan) {
   const StepAnalysis& a = ctx.analysis;
   absl::flat_hash_set<int32_t> rebuilt;
+  // Facts a plan already has are kept where nothing below replaces them (a
+  // reason, when none is asked for).
+  plan.facts.resize(plan.decisions.size());
   // Backward order: the chains rebuilt first get the shared ops.
   for (auto it = a.candidates.rbegin(); it != a.candidates.rend(); ++it) {
     const Candidate& c = *it;
     if ((it - a.candidates.rbegin()) % 256 == 0) {
       SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
     }
-    Decision& d = plan.decisions[c.tensor];
-    d.transfer_ns = c.d2h_ns + c.h2d_ns;
-    d.recompute_ns =
+    const Decision& d = plan.decisions[c.tensor];
+    DecisionFacts& f = plan.facts[c.tensor];
+    f.transfer_ns = c.d2h_ns + c.h2d_ns;
+    f.recompute_ns =
         d.action == Action::kRecompute
             ? RecomputeCostNs(ctx.graph, a.durations, plan, c.tensor, &rebuilt)
             : c.recompute_ns;
     if (!ctx.explain) continue;
     const std::string facts = absl::StrCat(
         FormatBytes(c.bytes), "; copies ", FormatMs(c.d2h_ns), " out + ",
-        FormatMs(c.h2d_ns), " back; rebuild ", FormatMs(d.recompute_ns),
+        FormatMs(c.h2d_ns), " back; rebuild ", FormatMs(f.recompute_ns),
         absl::StrFormat(" (%.2f us/MB)", RecomputeNsPerByte(c) * 1e3));
     switch (d.action) {
       case Action::kKeep:
-        d.reason = absl::StrCat("keep: ", facts, "; ", why_keep);
+        f.reason = absl::StrCat("keep: ", facts, "; ", why_keep);
         break;
       case Action::kSwap:
-        d.reason = absl::StrCat(
+        f.reason = absl::StrCat(
             "swap: ", facts, "; ", why_swap, "; prefetch when ",
             ShortName(ctx.graph.ops[d.prefetch_after_op].name), " starts");
         break;
       case Action::kRecompute:
-        d.reason = absl::StrCat("recompute: ", facts, "; ", why_recompute);
+        f.reason = absl::StrCat("recompute: ", facts, "; ", why_recompute);
         break;
     }
   }

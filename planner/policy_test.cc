@@ -64,7 +64,7 @@ TEST(PolicyTest, ATensorWhoseSwapHidesIsSwappedNotRecomputed) {
   EXPECT_EQ(slack.plan.decisions[k].action, Action::kKeep);
   EXPECT_DOUBLE_EQ(slack.result.throughput_retained, 1.0);
   EXPECT_EQ(slack.result.stall_prefetch_ns, 0);
-  EXPECT_THAT(slack.plan.decisions[g].reason, HasSubstr("swap: "));
+  EXPECT_THAT(slack.plan.FactsOf(g).reason, HasSubstr("swap: "));
 
   // Checkpointing pays the GEMM again.
   PlanOutcome recompute = f.Run("recompute_only", 1000);
@@ -136,9 +136,9 @@ TEST(PolicyTest, AChainRecomputeIsCostedAsAChain) {
   PlanOutcome out = f.Run("recompute_only", 1010);
   ASSERT_TRUE(out.result.feasible) << out.result.infeasible_reason;
   ASSERT_EQ(out.plan.decisions[z].action, Action::kRecompute);
-  EXPECT_EQ(out.plan.decisions[z].recompute_ns, 500);
+  EXPECT_EQ(out.plan.FactsOf(z).recompute_ns, 500);
   EXPECT_EQ(out.result.recompute_ns, 500);
-  EXPECT_THAT(out.plan.decisions[z].reason, HasSubstr("rebuild 0.001 ms"));
+  EXPECT_THAT(out.plan.FactsOf(z).reason, HasSubstr("rebuild 0.001 ms"));
 }
 
 // a, s, t, l: 1000 bytes each; 3000 leaves room for three. l is the
@@ -200,10 +200,12 @@ TEST(PolicyTest, SwapsBeyondTheSlackWhenNothingWithinItFits) {
   // Swapped beyond the slack, its own way or as swap_only's plan (both are
   // among its candidates), and the reason says which.
   bool explained = false;
-  for (const Decision& d : slack.plan.decisions) {
-    explained |= d.action == Action::kSwap &&
-                 (d.reason.find("beyond") != std::string::npos ||
-                  d.reason.find("swap_only's plan") != std::string::npos);
+  for (size_t t = 0; t < slack.plan.decisions.size(); ++t) {
+    const std::string& reason =
+        slack.plan.FactsOf(static_cast<int32_t>(t)).reason;
+    explained |= slack.plan.decisions[t].action == Action::kSwap &&
+                 (reason.find("beyond") != std::string::npos ||
+                  reason.find("swap_only's plan") != std::string::npos);
   }
   EXPECT_TRUE(explained);
 }
