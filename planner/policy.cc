@@ -30,19 +30,6 @@ bool CheaperToRebuildPerByte(const Candidate& x, const Candidate& y) {
   return RecomputeNsPerByte(x) < RecomputeNsPerByte(y);
 }
 
-std::vector<const Candidate*> OrderCandidates(
-    const StepAnalysis& a, const std::function<bool(const Candidate&)>& keep,
-    const std::function<bool(const Candidate&, const Candidate&)>& less) {
-  std::vector<const Candidate*> out;
-  for (const Candidate& c : a.candidates) {
-    if (keep(c)) out.push_back(&c);
-  }
-  std::stable_sort(
-      out.begin(), out.end(),
-      [&](const Candidate* x, const Candidate* y) { return less(*x, *y); });
-  return out;
-}
-
 absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
     const PlanningContext& ctx, const std::vector<const Candidate*>& order,
     int64_t swap_out_deadline_ns, int64_t enough_bytes) {

@@ -3,7 +3,7 @@
 #ifndef SLACKSWAP_PLANNER_INTERNAL_POLICIES_H_
 #define SLACKSWAP_PLANNER_INTERNAL_POLICIES_H_
 
-#include <functional>
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -34,9 +34,21 @@ double RecomputeNsPerByte(const Candidate& c);
 bool CheaperToRebuildPerByte(const Candidate& x, const Candidate& y);
 
 // Candidates passing `keep`, ordered by `less` (ties by production order).
-std::vector<const Candidate*> OrderCandidates(
-    const StepAnalysis& a, const std::function<bool(const Candidate&)>& keep,
-    const std::function<bool(const Candidate&, const Candidate&)>& less);
+// A template rather than std::function: the sort calls `less` n log n times
+// for every order a search makes.
+template <typename Keep, typename Less>
+std::vector<const Candidate*> OrderCandidates(const StepAnalysis& a,
+                                              const Keep& keep,
+                                              const Less& less) {
+  std::vector<const Candidate*> out;
+  for (const Candidate& c : a.candidates) {
+    if (keep(c)) out.push_back(&c);
+  }
+  std::stable_sort(
+      out.begin(), out.end(),
+      [&](const Candidate* x, const Candidate* y) { return less(*x, *y); });
+  return out;
+}
 
 // The swaps the slack (planner/internal/slack.h) admits, trying `order` in
 // turn, swap-outs due by `swap_out_deadline_ns`, while the host copies fit
