@@ -1,11 +1,14 @@
 #include "planner/budget_search.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "common/status_macros.h"
 #include "common/stop.h"
+#include "planner/internal/step_bound.h"
 
 namespace slackswap {
 namespace {
@@ -42,6 +45,16 @@ class Evaluator {
 // MinimumFeasibleBudget.
 int64_t Tolerance(const PlanningContext& ctx) {
   return std::max<int64_t>(1, ctx.analysis.unconstrained_peak_bytes / 1000);
+}
+
+// No plan of any policy fits `budget`: when the op where memory peaks
+// starts, even every saved activation moved cannot make room
+// (planner/internal/step_bound.h).
+bool NothingFits(const PlanningContext& ctx, int64_t budget) {
+  PlanningContext at = ctx;
+  at.budget_bytes = budget;
+  return LeastFeasibleStepNs(at, ctx.graph.index.saved) ==
+         std::numeric_limits<int64_t>::max();
 }
 
 void Keep(int64_t budget, std::pair<Plan, Judgement>& e, BudgetSearch& out) {
@@ -179,6 +192,12 @@ absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
   while (out.found && hi - lo > tolerance &&
          evaluate.count() < kMaxSearchEvaluations) {
     const int64_t mid = lo + (hi - lo) / 2;
+    // Planned, it would come back infeasible: the same step of the
+    // bisection without the planning.
+    if (ctx.prune_with_bounds && NothingFits(ctx, mid)) {
+      lo = mid;
+      continue;
+    }
     SLACKSWAP_ASSIGN_OR_RETURN(auto e, evaluate(mid));
     if (retains(e.second.result)) {
       hi = mid;

@@ -4,6 +4,7 @@
 #include "planner/budget_search.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "gtest/gtest.h"
@@ -199,6 +200,42 @@ TEST(BudgetSearchTest, SmallestBudgetRetainingATarget) {
     EXPECT_FALSE(below->result.feasible &&
                  below->result.throughput_retained >= 0.9);
   }
+}
+
+// The least memory a plan needs: bisecting down to where nothing fits, the
+// budgets at which no plan can fit (the bound of
+// planner/internal/step_bound.h) are not planned, and the answer is the
+// same as with every budget planned.
+TEST(BudgetSearchTest, BudgetsWhereNothingCanFitAreNotPlanned) {
+  Fixture f;
+  PlanningContext ctx = f.Context();
+  SimOptions report;
+  report.device.enabled = true;
+  int calls[2] = {0, 0};
+  BudgetSearch found[2];
+  for (bool prune : {false, true}) {
+    ctx.prune_with_bounds = prune;
+    const Judge device = DeviceJudge("slackswap", ctx, report);
+    int* count = &calls[prune];
+    const Judge counted = [&](const Plan& plan, int64_t budget) {
+      ++*count;
+      return device(plan, budget);
+    };
+    absl::StatusOr<BudgetSearch> s = SmallestBudgetRetaining(
+        "slackswap", ctx, counted, std::numeric_limits<double>::min());
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(s->found);
+    found[prune] = *std::move(s);
+  }
+  EXPECT_EQ(found[1].budget_bytes, found[0].budget_bytes);
+  EXPECT_EQ(found[1].result.step_ns, found[0].result.step_ns);
+  ASSERT_EQ(found[1].plan.decisions.size(), found[0].plan.decisions.size());
+  for (size_t t = 0; t < found[0].plan.decisions.size(); ++t) {
+    EXPECT_EQ(found[1].plan.decisions[t].action,
+              found[0].plan.decisions[t].action);
+  }
+  EXPECT_LT(calls[1], calls[0]);
+  EXPECT_EQ(found[1].evaluations, calls[1]);
 }
 
 }  // namespace
