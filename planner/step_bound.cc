@@ -26,6 +26,30 @@ bool CheaperPerByte(const Restorer& x, const Restorer& y) {
   return absl::int128(x.cost_ns) * y.bytes < absl::int128(y.cost_ns) * x.bytes;
 }
 
+// The saved activation bytes allocated when each of the first
+// `forward_ops` ops starts: a saved tensor from its producer to its last
+// use, or, when `leaves_after_forward(t)`, only until its last forward
+// reader is done.
+template <typename LeavesAfterForward>
+std::vector<int64_t> AllocatedAtForwardStarts(
+    const GraphIndex& idx, int32_t forward_ops,
+    const LeavesAfterForward& leaves_after_forward) {
+  std::vector<int64_t> allocated(forward_ops + 1, 0);  // changes, then sums
+  for (int32_t t : idx.saved) {
+    const int32_t from = idx.producer[t];
+    if (from >= forward_ops) continue;
+    int32_t to = std::min(idx.last_use[t], forward_ops - 1);
+    if (leaves_after_forward(t)) {
+      to = std::min(to, std::max(from, idx.last_fwd_use[t]));
+    }
+    allocated[from] += idx.bytes[t];
+    allocated[to + 1] -= idx.bytes[t];
+  }
+  for (int32_t o = 1; o < forward_ops; ++o) allocated[o] += allocated[o - 1];
+  allocated.pop_back();
+  return allocated;
+}
+
 // The swaps of `plan` that judging may turn into recomputes (and those into
 // keeps): AssignPrefetchPoints converts a swap the first backward op needs,
 // itself or through a rebuild, and the rebuild of a converted swap may need
@@ -181,31 +205,18 @@ bool MayFitTheBudget(const PlanningContext& ctx, const Plan& plan) {
       plan.decisions.size() != idx.bytes.size()) {
     return true;
   }
-  // Allocated at each forward op's start: from a saved tensor's producer to
-  // its last use, or, moved, only until its last forward reader is done.
-  std::vector<int64_t> change(forward_ops + 1, 0);
-  for (int32_t t : idx.saved) {
-    const int32_t from = idx.producer[t];
-    if (from >= forward_ops) continue;
-    int32_t to = std::min(idx.last_use[t], forward_ops - 1);
-    if (plan.decisions[t].action != Action::kKeep) {
-      to = std::min(to, std::max(from, idx.last_fwd_use[t]));
-    }
-    change[from] += idx.bytes[t];
-    change[to + 1] -= idx.bytes[t];
-  }
-  int64_t allocated = 0;
-  for (int32_t o = 0; o < forward_ops; ++o) {
-    allocated += change[o];
-    if (allocated > ctx.budget_bytes) return false;
-  }
-  return true;
+  // A moved tensor leaves once its forward readers are done.
+  const std::vector<int64_t> allocated = AllocatedAtForwardStarts(
+      idx, forward_ops,
+      [&](int32_t t) { return plan.decisions[t].action != Action::kKeep; });
+  return std::none_of(allocated.begin(), allocated.end(),
+                      [&](int64_t bytes) { return bytes > ctx.budget_bytes; });
 }
 
 int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
   const Graph& g = ctx.graph;
   const GraphIndex& idx = g.index;
-  const std::vector<int64_t>& op_ns = ctx.analysis.durations.op_ns;
+  const StepAnalysis& a = ctx.analysis;
   const int32_t num_ops = static_cast<int32_t>(g.ops.size());
   const int32_t forward_ops = idx.first_backward_op;
   if (ctx.budget_bytes <= 0 || forward_ops == kNone || forward_ops == 0 ||
@@ -222,7 +233,8 @@ int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
            !may_convert[t];
   };
   // The swaps in D2H order (their producers', then each op's outputs'), the
-  // earliest each can be done, and the first op that can start after it
+  // earliest each can be done (issued when its producer ends on the ideal
+  // timeline at the earliest), and the first op that can start after it
   // released its bytes (its forward readers done).
   struct SwapOut {
     int64_t done_ns;
@@ -230,37 +242,23 @@ int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
     int32_t releasable_from;
   };
   std::vector<SwapOut> d2h;
-  std::vector<int64_t> ideal_start(forward_ops, 0);
   int64_t clock = 0;
-  int64_t ideal = 0;
   for (int32_t o = 0; o < forward_ops; ++o) {
-    ideal_start[o] = ideal;
-    ideal = SaturatingAdd(ideal, op_ns[o]);
     for (int32_t t : g.ops[o].outputs) {
       if (!copied(t)) continue;
-      clock = SaturatingAdd(std::max(clock, ideal),
+      clock = SaturatingAdd(std::max(clock, a.op_end_ns[o]),
                             LeastSwapOutNs(gpu, idx.bytes[t]));
       d2h.push_back(
           {clock, idx.bytes[t], std::max(o, idx.last_fwd_use[t]) + 1});
     }
   }
   if (d2h.empty()) return 0;
-  // Allocated at each forward op's start with the copied swaps still held:
   // MayFitTheBudget's count, but a copied swap stays to the forward pass's
-  // end (its release is what is waited for).
-  std::vector<int64_t> change(forward_ops + 1, 0);
-  for (int32_t t : idx.saved) {
-    const int32_t from = idx.producer[t];
-    if (from >= forward_ops) continue;
-    int32_t to = std::min(idx.last_use[t], forward_ops - 1);
-    const Action action = plan.decisions[t].action;
-    if (action == Action::kRecompute ||
-        (action == Action::kSwap && !copied(t))) {
-      to = std::min(to, std::max(from, idx.last_fwd_use[t]));
-    }
-    change[from] += idx.bytes[t];
-    change[to + 1] -= idx.bytes[t];
-  }
+  // end: its release is what is waited for.
+  const std::vector<int64_t> allocated =
+      AllocatedAtForwardStarts(idx, forward_ops, [&](int32_t t) {
+        return plan.decisions[t].action != Action::kKeep && !copied(t);
+      });
   std::vector<int32_t> by_release(d2h.size());
   for (size_t i = 0; i < d2h.size(); ++i) {
     by_release[i] = static_cast<int32_t>(i);
@@ -271,20 +269,18 @@ int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
                    });
   ReleasedBytes released(d2h.size());
   size_t next = 0;
-  int64_t allocated = 0;
   int64_t wait = 0;
   for (int32_t o = 0; o < forward_ops; ++o) {
-    allocated += change[o];
     for (;
          next < by_release.size() && d2h[by_release[next]].releasable_from <= o;
          ++next) {
       released.Add(by_release[next], d2h[by_release[next]].bytes);
     }
-    const int64_t need = allocated - ctx.budget_bytes;
+    const int64_t need = allocated[o] - ctx.budget_bytes;
     if (need <= 0) continue;
     const size_t k = released.FewestReaching(need);
     if (k == 0) return std::numeric_limits<int64_t>::max();
-    wait = std::max(wait, d2h[k - 1].done_ns - ideal_start[o]);
+    wait = std::max(wait, d2h[k - 1].done_ns - a.op_start_ns[o]);
   }
   return wait;
 }

@@ -115,7 +115,9 @@ TEST(StepBoundTest, NoRandomPlanBeatsTheBoundsAtTheBudgetItsPeakSets) {
 // it (swaps the prefetch points cannot serve become recomputes). On one GPU
 // and on every GPU of an 8-GPU node, where a rank plans with its fair share
 // of the shared links but a copy that finds them free runs faster.
-void CheckSwapOutWaits(const NodeRanks* on_node, const Hardware& hw,
+// `node` null: one GPU, `hw`; else its first `num_ranks` GPUs, each
+// rank planning with `hw`.
+void CheckSwapOutWaits(const Node* node, int32_t num_ranks, const Hardware& hw,
                        uint32_t seed_base) {
   int feasible = 0;
   int waits = 0;  // where the bound says the forward pass must wait
@@ -124,14 +126,12 @@ void CheckSwapOutWaits(const NodeRanks* on_node, const Hardware& hw,
     options.forward_ops = 16;
     const Step s = MakeStep(RandomTrainingStep(seed, options), hw);
     NodeRanks ranks;
-    if (on_node != nullptr) {
-      ranks.node = on_node->node;
-      ranks.graphs.assign(on_node->graphs.size(), &s.graph);
-    }
+    ranks.node = node;
+    ranks.graphs.assign(num_ranks, &s.graph);
     std::mt19937 rng(seed_base + seed);
     for (double fraction : {0.3, 0.5, 0.7}) {
       PlanningContext ctx = s.AtShare(fraction);
-      if (on_node != nullptr) ctx.node = &ranks;
+      if (node != nullptr) ctx.node = &ranks;
       for (int i = 0; i < 8; ++i) {
         SCOPED_TRACE(absl::StrCat(hw.name, " seed ", seed, " budget ", fraction,
                                   " plan ", i));
@@ -159,7 +159,7 @@ void CheckSwapOutWaits(const NodeRanks* on_node, const Hardware& hw,
 TEST(StepBoundTest, NoRandomPlanWaitsLessForSwapOutsThanTheBoundSays) {
   uint32_t seed_base = 200;
   for (const Hardware& hw : Links()) {
-    CheckSwapOutWaits(nullptr, hw, seed_base);
+    CheckSwapOutWaits(nullptr, 0, hw, seed_base);
     seed_base += 100;
   }
 }
@@ -170,10 +170,7 @@ TEST(StepBoundTest, NoRandomPlanOnANodeWaitsLessThanTheBoundSays) {
   const Node node = *FindNode("dgx-a100-80gb");
   for (int32_t num_ranks : {8, 3}) {
     SCOPED_TRACE(absl::StrCat(num_ranks, " ranks"));
-    NodeRanks ranks;
-    ranks.node = &node;
-    ranks.graphs.assign(num_ranks, nullptr);  // each step's own graph
-    CheckSwapOutWaits(&ranks, FairShareGpu(node, num_ranks), 400);
+    CheckSwapOutWaits(&node, num_ranks, FairShareGpu(node, num_ranks), 400);
   }
 }
 
