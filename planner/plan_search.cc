@@ -301,6 +301,9 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
     infeasible_below = k + 1;
     k = std::min(moves.size(), k + step);
     step *= 2;
+    // Gone before the next is lowered: two schedules held at once, not
+    // three (a large graph's schedule is a good part of its memory).
+    probe.reset();
     SLACKSWAP_ASSIGN_OR_RETURN(probe, judge(k));
   }
   Judged best = *std::move(probe);

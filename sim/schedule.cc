@@ -138,10 +138,16 @@ class Lowerer {
     for (int32_t t = 0; t < num_tensors; ++t) {
       if (idx_.producer[t] == kNone) where_[t] = Where::kStatic;
     }
-    out_.tasks.reserve(num_ops);
-    // Enough for a plan without recomputes; more tasks grow them.
-    lists_.Reserve(num_ops, num_tensors);
-    frees_.Reserve(num_ops, num_tensors);
+    // A recompute task per recomputed tensor is what a plan without chains
+    // through unsaved tensors needs (siblings share one, chains add more):
+    // the exact size nearly always, and a held schedule has no capacity to
+    // spare (a vector that outgrows its reserve doubles, and a graph of a
+    // million ops then holds tens of MB it never fills).
+    const int64_t tasks = int64_t{num_ops} + out_.recomputed_tensors;
+    const int64_t items = int64_t{num_tensors} + out_.recomputed_tensors;
+    out_.tasks.reserve(static_cast<size_t>(tasks));
+    lists_.Reserve(static_cast<size_t>(tasks), static_cast<size_t>(items));
+    frees_.Reserve(static_cast<size_t>(tasks), static_cast<size_t>(items));
     last_reader_op_.assign(num_tensors, kNone);
     for (int32_t o = 0; o < num_ops; ++o) {
       SLACKSWAP_RETURN_IF_ERROR(LowerOp(o));
