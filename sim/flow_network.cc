@@ -37,15 +37,33 @@ void SortSmall(std::vector<int32_t>* out) {
 
 }  // namespace
 
-int32_t FlowNetwork::AddLink(const LinkCapacity& capacity) {
+int32_t FlowNetwork::AddLink(const LinkCapacity& capacity,
+                             Directions directions) {
+  const int32_t link = static_cast<int32_t>(links_.size());
   links_.push_back(capacity);
-  link_flows_.emplace_back();
+  first_unit_.push_back(static_cast<int32_t>(units_.size()));
+  // Apart only where the other direction cannot change a capacity: the
+  // rates stay those of a shared link whatever the caller says.
+  const bool apart = directions == Directions::kIndependent &&
+                     capacity.both_h2d == capacity.h2d &&
+                     capacity.both_d2h == capacity.d2h;
+  if (apart) {
+    units_.push_back({link, 0});
+    units_.push_back({link, 1});
+  } else {
+    units_.push_back({link, kBothDirections});
+  }
+  unit_flows_.resize(units_.size());
+  unit_seen_.resize(units_.size(), false);
   dir_flows_.push_back(0);
   dir_flows_.push_back(0);
-  link_seen_.push_back(false);
   remaining_.resize(2 * links_.size(), 0);
   unfrozen_.resize(2 * links_.size(), 0);
-  return static_cast<int32_t>(links_.size()) - 1;
+  return link;
+}
+
+int32_t FlowNetwork::UnitOf(const Hop& hop) const {
+  return UnitOf(hop.link, DirIndex(hop.dir));
 }
 
 int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
@@ -60,7 +78,7 @@ int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
   flow.active = true;
   ++num_active_;
   for (const Hop& hop : flow.path) {
-    std::vector<int32_t>& on = link_flows_[hop.link];
+    std::vector<int32_t>& on = unit_flows_[UnitOf(hop)];
     on.insert(std::lower_bound(on.begin(), on.end(), id), id);
     ++dir_flows_[LinkDirIndex(hop)];
   }
@@ -74,7 +92,7 @@ void FlowNetwork::EndFlow(int32_t flow) {
   f.rate = 0;
   --num_active_;
   for (const Hop& hop : f.path) {
-    std::vector<int32_t>& on = link_flows_[hop.link];
+    std::vector<int32_t>& on = unit_flows_[UnitOf(hop)];
     on.erase(std::lower_bound(on.begin(), on.end(), flow));
     --dir_flows_[LinkDirIndex(hop)];
   }
@@ -96,15 +114,16 @@ double FlowNetwork::Capacity(int32_t link, int32_t dir, bool both) const {
 }
 
 void FlowNetwork::Recompute(int32_t started, absl::Span<const Hop> seed) {
-  // Links that carry no flow but the started one (or none, after an end):
+  // Units that carry no flow but the started one (or none, after an end):
   // the component is that flow alone (or nothing), on link-directions it
-  // has to itself, neither link slowed by the other direction. Its rate is
+  // has to itself, none slowed by the other direction (a kIndependent
+  // link's other direction gives the same capacity). Its rate is
   // FillRates' for a flow alone, without the search: half of the starts
   // and ends of the node benchmarks' copies.
   if (fast_paths_) {
     const size_t own = started >= 0 ? 1 : 0;
     bool alone = true;
-    for (const Hop& hop : seed) alone &= link_flows_[hop.link].size() == own;
+    for (const Hop& hop : seed) alone &= unit_flows_[UnitOf(hop)].size() == own;
     if (alone) {
       touched_.clear();
       if (started < 0) return;
@@ -123,40 +142,51 @@ void FlowNetwork::Recompute(int32_t started, absl::Span<const Hop> seed) {
 
 void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {
   // All false between calls: only what this search marks is reset.
-  component_links_.clear();
+  component_units_.clear();
   touched_.clear();
-  auto visit_link = [this](int32_t link) {
-    if (link_seen_[link]) return;
-    link_seen_[link] = true;
-    component_links_.push_back(link);
+  auto visit = [this](int32_t unit) {
+    if (unit_seen_[unit]) return;
+    unit_seen_[unit] = true;
+    component_units_.push_back(unit);
   };
   if (started >= 0) {
     flows_[started].seen = true;
     touched_.push_back(started);
   }
-  for (const Hop& hop : seed) visit_link(hop.link);
-  // Breadth-first over links, component_links_ doubling as the queue: no
+  for (const Hop& hop : seed) visit(UnitOf(hop));
+  // Breadth-first over units, component_units_ doubling as the queue: no
   // recursion, whatever the network's shape.
-  for (size_t i = 0; i < component_links_.size(); ++i) {
-    const int32_t link = component_links_[i];
-    for (int32_t id : link_flows_[link]) {
+  for (size_t i = 0; i < component_units_.size(); ++i) {
+    const int32_t unit = component_units_[i];
+    for (int32_t id : unit_flows_[unit]) {
       Flow& f = flows_[id];
       if (f.seen) continue;
       f.seen = true;
       touched_.push_back(id);
-      for (const Hop& hop : f.path) visit_link(hop.link);
+      for (const Hop& hop : f.path) visit(UnitOf(hop));
     }
   }
-  for (int32_t link : component_links_) link_seen_[link] = false;
+  for (int32_t unit : component_units_) unit_seen_[unit] = false;
   for (int32_t id : touched_) flows_[id].seen = false;
-  SortSmall(&component_links_);
+  SortSmall(&component_units_);
   SortSmall(&touched_);
 }
 
 void FlowNetwork::FillRates() {
-  for (int32_t link : component_links_) {
-    unfrozen_[2 * link] = dir_flows_[2 * link];
-    unfrozen_[2 * link + 1] = dir_flows_[2 * link + 1];
+  // The link-directions of the component's units, ascending.
+  auto for_each_dir = [this](int32_t unit, auto&& f) {
+    const Unit& u = units_[unit];
+    if (u.dir != kBothDirections) {
+      f(u.link, u.dir);
+      return;
+    }
+    f(u.link, 0);
+    f(u.link, 1);
+  };
+  for (int32_t unit : component_units_) {
+    for_each_dir(unit, [this](int32_t link, int32_t dir) {
+      unfrozen_[2 * link + dir] = dir_flows_[2 * link + dir];
+    });
   }
   for (int32_t id : touched_) {
     Flow& f = flows_[id];
@@ -186,14 +216,14 @@ void FlowNetwork::FillRates() {
   }
   // Ascending link-directions: the first smallest share wins a tie.
   candidates_.clear();
-  for (int32_t link : component_links_) {
-    for (int32_t dir = 0; dir < 2; ++dir) {
+  for (int32_t unit : component_units_) {
+    for_each_dir(unit, [this](int32_t link, int32_t dir) {
       const int32_t ld = 2 * link + dir;
-      if (unfrozen_[ld] == 0) continue;
+      if (unfrozen_[ld] == 0) return;
       const bool both = dir_flows_[2 * link + (1 - dir)] > 0;
       remaining_[ld] = Capacity(link, dir, both);
       candidates_.push_back(ld);
-    }
+    });
   }
   while (!candidates_.empty()) {
     size_t best = 0;
@@ -209,7 +239,7 @@ void FlowNetwork::FillRates() {
     }
     const int32_t ld = candidates_[best];
     const int32_t link = ld / 2;
-    for (int32_t id : link_flows_[link]) {
+    for (int32_t id : unit_flows_[UnitOf(link, ld % 2)]) {
       Flow& f = flows_[id];
       if (f.frozen) continue;
       bool crosses = false;

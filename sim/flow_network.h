@@ -39,6 +39,15 @@
 // nothing from the others' link-directions), and a flow whose links carry
 // no other flow is its own component without a search.
 //
+// A link whose directions do not slow each other (an NVLink port: its
+// both-directions figures are its one-way ones) can say so when it is
+// added (Directions::kIndependent): its two directions are then apart in
+// the search for components, so flows that meet only on opposite
+// directions of it are not recomputed together. Their rates are the same
+// bits either way (the filling of one never reads the other's counts but
+// for a capacity that is the same both ways), and fewer flows are touched
+// (a ring collective's flows over NVLink are each a component of one).
+//
 // Deterministic bit for bit: fixed iteration orders, no hashing, no
 // threads. Networks are small (a node: ~100 links, a few hundred flows); a
 // recompute costs O(hops + links x flows of the component) and allocates
@@ -69,11 +78,16 @@ struct Hop {
   LinkDir dir;
 };
 
+// Whether a link's directions slow each other (see the top of this file).
+enum class Directions : uint8_t { kShared, kIndependent };
+
 class FlowNetwork {
  public:
   // REQUIRES: every rate > 0 (std::numeric_limits<double>::infinity() is a
-  // link that never limits).
-  int32_t AddLink(const LinkCapacity& capacity);
+  // link that never limits). kIndependent applies only where both_h2d ==
+  // h2d and both_d2h == d2h; any other link stays kShared.
+  int32_t AddLink(const LinkCapacity& capacity,
+                  Directions directions = Directions::kShared);
 
   // Starts a flow over `path` (one hop per link at most) and returns its id:
   // the smallest id no active flow holds (ids of ended flows are reused). An
@@ -88,9 +102,10 @@ class FlowNetwork {
   double Rate(int32_t flow) const { return flows_[flow].rate; }
 
   // The active flows whose rate may have changed with the last StartFlow or
-  // EndFlow: those sharing a link (either direction) with the flow started
-  // or ended, and those sharing a link with them, transitively; the started
-  // flow itself included, the ended one not. Ascending ids. A caller
+  // EndFlow: those sharing a link (either direction; only the same
+  // direction of a kIndependent link) with the flow started or ended, and
+  // those sharing one with them, transitively; the started flow itself
+  // included, the ended one not. Ascending ids. A caller
   // re-reads only these rates. Valid until the next StartFlow or EndFlow.
   absl::Span<const int32_t> Touched() const { return touched_; }
 
@@ -112,6 +127,21 @@ class FlowNetwork {
     bool frozen = false;
   };
 
+  // What the search for components walks: a link, or one direction of a
+  // kIndependent link. Units are numbered in link order, a kIndependent
+  // link's two in direction order, so ascending units visit link-directions
+  // in ascending order.
+  struct Unit {
+    int32_t link;
+    int32_t dir;  // kBothDirections, or the one direction (DirIndex)
+  };
+  static constexpr int32_t kBothDirections = -1;
+  int32_t UnitOf(int32_t link, int32_t dir) const {
+    const int32_t first = first_unit_[link];
+    return units_[first].dir == kBothDirections ? first : first + dir;
+  }
+  int32_t UnitOf(const Hop& hop) const;
+
   // Finds the component(s) reachable from `started` (a flow id, or -1) and
   // the links of `seed` (into touched_), and refills their rates.
   void Recompute(int32_t started, absl::Span<const Hop> seed);
@@ -122,18 +152,19 @@ class FlowNetwork {
   double Capacity(int32_t link, int32_t dir, bool both) const;
 
   std::vector<LinkCapacity> links_;
+  std::vector<int32_t> first_unit_;  // by link
+  std::vector<Unit> units_;
   std::vector<Flow> flows_;  // by id; inactive slots are free ids
   int32_t num_active_ = 0;
 
-  // Active flows crossing each link (either direction), ascending ids, and
-  // per link-direction (index 2 x link + dir) how many: kept as flows start
-  // and end.
-  std::vector<std::vector<int32_t>> link_flows_;
+  // Active flows on each unit, ascending ids, and per link-direction (index
+  // 2 x link + dir) how many: kept as flows start and end.
+  std::vector<std::vector<int32_t>> unit_flows_;
   std::vector<int32_t> dir_flows_;
   // Scratch, sized as links are added and kept for its capacity; the seen
   // flags are all false between calls.
-  std::vector<char> link_seen_;
-  std::vector<int32_t> component_links_;  // ascending after FindComponent
+  std::vector<char> unit_seen_;
+  std::vector<int32_t> component_units_;  // ascending after FindComponent
   std::vector<int32_t> touched_;          // ascending
   // Progressive filling's state per link-direction of the component.
   std::vector<double> remaining_;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <utility>
@@ -185,6 +186,41 @@ TEST(FlowNetworkTest, TouchedIsTheChangedFlowsComponents) {
   // Rates of untouched flows stay as they were.
   EXPECT_EQ(net.Rate(x), 10);
   EXPECT_EQ(net.Rate(z), 10);
+}
+
+TEST(FlowNetworkTest, AnIndependentLinksDirectionsAreApart) {
+  FlowNetwork net;
+  const int32_t port = net.AddLink(Symmetric(10), Directions::kIndependent);
+  const int32_t pcie = net.AddLink({10, 10, 6, 6});
+  const int32_t x = net.StartFlow({{port, LinkDir::kD2H}});
+  // The other direction of the port: x keeps its rate and is not touched.
+  const int32_t y = net.StartFlow({{port, LinkDir::kH2D}});
+  EXPECT_THAT(TouchedOf(net), ElementsAre(y));
+  EXPECT_EQ(net.Rate(x), 10);
+  EXPECT_EQ(net.Rate(y), 10);
+  // The same direction is shared as on any link.
+  const int32_t z = net.StartFlow({{port, LinkDir::kH2D}});
+  EXPECT_THAT(TouchedOf(net), ElementsAre(y, z));
+  EXPECT_EQ(net.Rate(y), 5);
+  // A link whose directions slow each other still ties them together.
+  const int32_t a =
+      net.StartFlow({{pcie, LinkDir::kD2H}, {port, LinkDir::kD2H}});
+  EXPECT_THAT(TouchedOf(net), ElementsAre(x, a));
+  const int32_t b = net.StartFlow({{pcie, LinkDir::kH2D}});
+  EXPECT_THAT(TouchedOf(net), ElementsAre(x, a, b));
+  EXPECT_EQ(net.Rate(a), 5);  // the port's D2H, halved with x
+  EXPECT_EQ(net.Rate(b), 6);  // pcie H2D while D2H is busy
+  net.EndFlow(z);
+  EXPECT_THAT(TouchedOf(net), ElementsAre(y));
+  EXPECT_EQ(net.Rate(y), 10);
+  // A link whose directions do slow each other stays shared whatever it
+  // is told: the other direction still drops it to its both figure.
+  const int32_t slowed = net.AddLink({10, 10, 6, 6}, Directions::kIndependent);
+  const int32_t c = net.StartFlow({{slowed, LinkDir::kD2H}});
+  const int32_t d = net.StartFlow({{slowed, LinkDir::kH2D}});
+  EXPECT_THAT(TouchedOf(net), ElementsAre(c, d));
+  EXPECT_EQ(net.Rate(c), 6);
+  EXPECT_EQ(net.Rate(d), 6);
 }
 
 TEST(FlowNetworkTest, EndedIdsAreReusedSmallestFirst) {
@@ -434,36 +470,41 @@ TEST(FlowNetworkTest, MatchesABruteForceReferenceOnRandomNetworks) {
   EXPECT_GT(checked, 10'000);
 }
 
-// The shortcuts (a flow alone on its link-directions takes the smallest of
-// their capacities, a component of one flow is not searched) against the
-// progressive filling of every flow: the same calls on two networks, one
-// with the shortcuts off, give the same bits and the same touched flows.
-TEST(FlowNetworkTest, TheShortcutsGiveTheFillingsBits) {
-  std::mt19937 rng(20261203);
-  auto uniform = [&rng](uint32_t n) { return static_cast<int32_t>(rng() % n); };
-  int64_t alone = 0;
-  int64_t alone_both = 0;
-  int64_t shared = 0;
+// A random link: infinite now and then, else one-way rates with their
+// both-directions figures lower.
+LinkCapacity RandomLink(const std::function<int32_t(uint32_t)>& uniform) {
+  if (uniform(8) == 0) return Symmetric(kInf);
+  LinkCapacity c;
+  c.h2d = 1 + uniform(30) + uniform(1000) / 1000.0;
+  c.d2h = 1 + uniform(30) + uniform(1000) / 1000.0;
+  c.both_h2d = c.h2d * (0.3 + uniform(8) / 10.0);
+  c.both_d2h = c.d2h * (0.3 + uniform(8) / 10.0);
+  return c;
+}
+
+// 200 rounds of 80 random starts and ends, the same calls on two networks
+// whose links `add_links(num_links, a, b)` adds alike; after each call
+// `check(a, b, active flows)` compares them (gtest assertions; a failure
+// stops the run).
+void SameRandomCalls(
+    uint32_t seed,
+    const std::function<void(std::function<int32_t(uint32_t)>&, int32_t,
+                             FlowNetwork&, FlowNetwork&)>& add_links,
+    const std::function<void(const FlowNetwork&, const FlowNetwork&,
+                             const std::vector<RefFlow>&)>& check) {
+  std::mt19937 rng(seed);
+  std::function<int32_t(uint32_t)> uniform = [&rng](uint32_t n) {
+    return static_cast<int32_t>(rng() % n);
+  };
   for (int round = 0; round < 200; ++round) {
     const int32_t num_links = 1 + uniform(6);
-    FlowNetwork fast;
-    FlowNetwork full;
-    full.DisableFastPathsForTesting();
-    for (int32_t l = 0; l < num_links; ++l) {
-      LinkCapacity c;
-      if (uniform(8) == 0) {
-        c = Symmetric(kInf);
-      } else {
-        c.h2d = 1 + uniform(30) + uniform(1000) / 1000.0;
-        c.d2h = 1 + uniform(30) + uniform(1000) / 1000.0;
-        c.both_h2d = c.h2d * (0.3 + uniform(8) / 10.0);
-        c.both_d2h = c.d2h * (0.3 + uniform(8) / 10.0);
-      }
-      ASSERT_EQ(fast.AddLink(c), l);
-      ASSERT_EQ(full.AddLink(c), l);
-    }
+    FlowNetwork a;
+    FlowNetwork b;
+    add_links(uniform, num_links, a, b);
     std::vector<RefFlow> flows;
     for (int step = 0; step < 80; ++step) {
+      SCOPED_TRACE(::testing::Message()
+                   << "round " << round << " step " << step);
       if (flows.empty() || uniform(2) == 0) {
         std::vector<Hop> path;
         const int32_t hops = uniform(4);  // an empty path now and then
@@ -475,51 +516,115 @@ TEST(FlowNetworkTest, TheShortcutsGiveTheFillingsBits) {
           path.push_back(
               {link, uniform(2) == 0 ? LinkDir::kH2D : LinkDir::kD2H});
         }
-        const int32_t id = fast.StartFlow(path);
-        ASSERT_EQ(full.StartFlow(path), id);
+        const int32_t id = a.StartFlow(path);
+        ASSERT_EQ(b.StartFlow(path), id);
         flows.push_back({id, path});
       } else {
         const size_t k = uniform(static_cast<uint32_t>(flows.size()));
-        fast.EndFlow(flows[k].id);
-        full.EndFlow(flows[k].id);
+        a.EndFlow(flows[k].id);
+        b.EndFlow(flows[k].id);
         flows.erase(flows.begin() + static_cast<std::ptrdiff_t>(k));
       }
-      ASSERT_EQ(TouchedOf(fast), TouchedOf(full))
-          << "round " << round << " step " << step;
-      for (const RefFlow& f : flows) {
-        const double a = fast.Rate(f.id);
-        const double b = full.Rate(f.id);
-        ASSERT_EQ(std::memcmp(&a, &b, sizeof(double)), 0)
-            << "round " << round << " step " << step << " flow " << f.id << ": "
-            << a << " vs " << b;
-        // Which case the flow is: alone on its link-directions (with the
-        // other direction of one of its links busy, or not), or sharing.
-        bool is_alone = true;
-        bool other_way = false;
-        for (const Hop& h : f.path) {
-          for (const RefFlow& g : flows) {
-            if (g.id == f.id) continue;
-            for (const Hop& gh : g.path) {
-              if (gh.link != h.link) continue;
-              if (gh.dir == h.dir) is_alone = false;
-              if (gh.dir != h.dir) other_way = true;
-            }
-          }
-        }
-        if (!is_alone) {
-          ++shared;
-        } else if (other_way) {
-          ++alone_both;
-        } else {
-          ++alone;
-        }
-      }
+      check(a, b, flows);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
+}
+
+void ExpectSameBits(const FlowNetwork& a, const FlowNetwork& b,
+                    const std::vector<RefFlow>& flows) {
+  for (const RefFlow& f : flows) {
+    const double x = a.Rate(f.id);
+    const double y = b.Rate(f.id);
+    ASSERT_EQ(std::memcmp(&x, &y, sizeof(double)), 0)
+        << "flow " << f.id << ": " << x << " vs " << y;
+  }
+}
+
+// The shortcuts (a flow alone on its link-directions takes the smallest of
+// their capacities, a component of one flow is not searched) against the
+// progressive filling of every flow: the same calls on two networks, one
+// with the shortcuts off, give the same bits and the same touched flows.
+TEST(FlowNetworkTest, TheShortcutsGiveTheFillingsBits) {
+  int64_t alone = 0;
+  int64_t alone_both = 0;
+  int64_t shared = 0;
+  SameRandomCalls(
+      20261203,
+      [](std::function<int32_t(uint32_t)>& uniform, int32_t num_links,
+         FlowNetwork& fast, FlowNetwork& full) {
+        full.DisableFastPathsForTesting();
+        for (int32_t l = 0; l < num_links; ++l) {
+          const LinkCapacity c = RandomLink(uniform);
+          ASSERT_EQ(fast.AddLink(c), l);
+          ASSERT_EQ(full.AddLink(c), l);
+        }
+      },
+      [&](const FlowNetwork& fast, const FlowNetwork& full,
+          const std::vector<RefFlow>& flows) {
+        ASSERT_EQ(TouchedOf(fast), TouchedOf(full));
+        ExpectSameBits(fast, full, flows);
+        // Which case each flow is: alone on its link-directions (with the
+        // other direction of one of its links busy, or not), or sharing.
+        for (const RefFlow& f : flows) {
+          bool is_alone = true;
+          bool other_way = false;
+          for (const Hop& h : f.path) {
+            for (const RefFlow& g : flows) {
+              if (g.id == f.id) continue;
+              for (const Hop& gh : g.path) {
+                if (gh.link != h.link) continue;
+                if (gh.dir == h.dir) is_alone = false;
+                if (gh.dir != h.dir) other_way = true;
+              }
+            }
+          }
+          if (!is_alone) {
+            ++shared;
+          } else if (other_way) {
+            ++alone_both;
+          } else {
+            ++alone;
+          }
+        }
+      });
   // Each case often enough that a wrong shortcut shows.
   EXPECT_GT(alone, 1'000);
   EXPECT_GT(alone_both, 1'000);
   EXPECT_GT(shared, 1'000);
+}
+
+// Links whose both-directions figures are their one-way ones, declared
+// kIndependent in one network and not in the other: the same calls give
+// the same bits, and the flows touched are a subset (those the other
+// direction alone tied in are left out).
+TEST(FlowNetworkTest, IndependentDirectionsGiveTheSameBits) {
+  int64_t fewer_touched = 0;
+  SameRandomCalls(
+      20261205,
+      [](std::function<int32_t(uint32_t)>& uniform, int32_t num_links,
+         FlowNetwork& apart, FlowNetwork& shared) {
+        for (int32_t l = 0; l < num_links; ++l) {
+          LinkCapacity c = RandomLink(uniform);
+          Directions directions = Directions::kShared;
+          if (c.h2d == kInf || uniform(2) == 0) {
+            c = Symmetric(c.h2d);
+            directions = Directions::kIndependent;
+          }
+          ASSERT_EQ(apart.AddLink(c, directions), l);
+          ASSERT_EQ(shared.AddLink(c), l);
+        }
+      },
+      [&](const FlowNetwork& apart, const FlowNetwork& shared,
+          const std::vector<RefFlow>& flows) {
+        const std::vector<int32_t> a = TouchedOf(apart);
+        const std::vector<int32_t> b = TouchedOf(shared);
+        ASSERT_TRUE(std::includes(b.begin(), b.end(), a.begin(), a.end()));
+        fewer_touched += a.size() < b.size();
+        ExpectSameBits(apart, shared, flows);
+      });
+  // Often enough that the two networks' searches did differ.
+  EXPECT_GT(fewer_touched, 1'000);
 }
 
 TEST(FlowNetworkTest, TheSameCallsGiveTheSameBits) {

@@ -315,15 +315,18 @@ class NodeLinks final : public SharedLinks {
     return static_cast<double>(bytes) / (rate * static_cast<double>(step_ns));
   }
 
-  int32_t AddLink(std::string name, const LinkCapacity& capacity) {
+  int32_t AddLink(std::string name, const LinkCapacity& capacity,
+                  Directions directions = Directions::kShared) {
     usage_.push_back({.name = std::move(name)});
     caps_.push_back(capacity);
-    return net_.AddLink(capacity);
+    return net_.AddLink(capacity, directions);
   }
 
   // GPU-to-GPU links: each rank's GPU's NVLink port, or, without NVLink,
   // the link between the sockets (PCIe peer traffic crosses the GPUs' own
-  // links and the switches' uplinks, which exist already).
+  // links and the switches' uplinks, which exist already). Each carries
+  // its full rate both ways at once, so its directions are apart in the
+  // network (a ring's flows over NVLink are then each alone).
   void AddPeerLinks(const std::vector<bool>& socket_used) {
     nvlink_.assign(node_.num_gpus, kNone);
     if (node_.nvlink_gbps > 0) {
@@ -331,7 +334,8 @@ class NodeLinks final : public SharedLinks {
       for (const RankStep& rank : ranks_) {
         nvlink_[rank.gpu] =
             AddLink(absl::StrCat("GPU ", rank.gpu, " NVLink"),
-                    {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r});
+                    {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r},
+                    Directions::kIndependent);
       }
       return;
     }
@@ -339,7 +343,8 @@ class NodeLinks final : public SharedLinks {
       const double r = node_.inter_socket_gbps;
       inter_socket_ =
           AddLink("inter-socket link",
-                  {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r});
+                  {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r},
+                  Directions::kIndependent);
     }
   }
 
