@@ -176,8 +176,11 @@ struct GraphIndex {
   std::vector<int32_t> last_fwd_use;   // last forward consumer, or kNone
   std::vector<int32_t> first_bwd_use;  // first backward consumer, or kNone
   std::vector<int32_t> last_use;       // last consumer of any phase, or kNone
-  // Produced by a forward op and read by a backward op.
-  std::vector<bool> is_saved;
+  // Produced by a forward op and read by a backward op. The per-tensor
+  // flags are a byte each, not std::vector<bool>: the lowering and the
+  // simulator read them for every tensor a task touches, and a bit costs a
+  // shift and a mask on each read.
+  std::vector<uint8_t> is_saved;
   // Saved activations in production order.
   std::vector<int32_t> saved;
   // Consumers of each tensor, in launch order (CSR layout).
@@ -189,8 +192,8 @@ struct GraphIndex {
   // these from them misses the cache on large graphs. Its bytes; whether it
   // has a rebuild recipe; whether a collective writes it.
   std::vector<int64_t> bytes;
-  std::vector<bool> has_recipe;
-  std::vector<bool> collective_output;
+  std::vector<uint8_t> has_recipe;
+  std::vector<uint8_t> collective_output;
   // Ops that run a collective.
   int32_t collective_ops = 0;
   // Sum of saved activation bytes: the activation peak with no plan.

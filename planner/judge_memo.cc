@@ -38,11 +38,11 @@ int64_t JudgeMemo::SizeOf(const Entry& e) {
                                 sizeof(int32_t));
   };
   const Schedule& s = *e.schedule;
-  return static_cast<int64_t>(
-             2 * e.actions.size() +
-             e.prefetch_after_op.size() * sizeof(int32_t) +
-             s.tasks.size() * sizeof(Task) + s.is_activation.size() / 8 +
-             (s.task_of_op.size() + s.first_need.size()) * sizeof(int32_t)) +
+  return static_cast<int64_t>(2 * e.actions.size() +
+                              e.prefetch_after_op.size() * sizeof(int32_t) +
+                              s.tasks.size() * sizeof(Task) +
+                              (s.task_of_op.size() + s.first_need.size()) *
+                                  sizeof(int32_t)) +
          lists(s.waits) + lists(s.allocs) + lists(s.frees) +
          lists(s.swap_outs) + lists(s.forward_done) + lists(s.prefetches);
 }

@@ -132,7 +132,6 @@ class Lowerer {
     const int32_t num_ops = static_cast<int32_t>(g_.ops.size());
     where_.assign(num_tensors, Where::kAbsent);
     temp_last_reader_.assign(num_tensors, kNone);
-    out_.is_activation = idx_.is_saved;
     out_.task_of_op.assign(num_ops, kNone);
     out_.first_need.assign(num_tensors, kNone);
     for (int32_t t = 0; t < num_tensors; ++t) {

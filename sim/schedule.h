@@ -67,8 +67,6 @@ struct Schedule {
   TaskLists forward_done;
   // Swapped tensors whose H2D prefetch is issued when the task starts.
   TaskLists prefetches;
-  // Per tensor: counts against the activation budget (a saved activation).
-  std::vector<bool> is_activation;
   // Per op: its task (the original run, not a recompute).
   std::vector<int32_t> task_of_op;
   // Per tensor: the first task that needs a swapped tensor back; kNone else.

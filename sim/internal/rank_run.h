@@ -165,7 +165,8 @@ class RankRun {
 
  private:
   int64_t Bytes(int32_t t) const { return bytes_[t]; }
-  bool IsActivation(int32_t t) const { return s_.is_activation[t]; }
+  // Counts against the activation budget: a saved activation.
+  bool IsActivation(int32_t t) const { return g_.index.is_saved[t]; }
   ABSL_ATTRIBUTE_ALWAYS_INLINE bool Fits(int64_t activation,
                                          int64_t transient) const;
   ABSL_ATTRIBUTE_ALWAYS_INLINE void Allocate(int32_t t);
@@ -237,7 +238,7 @@ class RankRun {
   // collective that has not completed; the tasks issued to the
   // communication stream, the first not completed at comm_head_.
   bool has_collectives_ = false;
-  std::vector<bool> comm_pending_;
+  std::vector<uint8_t> comm_pending_;
   std::vector<int32_t> comm_queue_;
   size_t comm_head_ = 0;
   bool comm_running_ = false;
