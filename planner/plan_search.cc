@@ -258,26 +258,61 @@ bool Better(const SimResult& a, const SimResult& b) {
   return a.peak_activation_bytes < b.peak_activation_bytes;
 }
 
-absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
-                                          const Plan& base,
-                                          const std::vector<Move>& moves,
-                                          Tracing tracing) {
+namespace {
+
+// FewestMovesThatFit's search; with `beaten_by` set, FewestMovesThatBeat's.
+absl::StatusOr<std::optional<Judged>> SearchFewestMoves(
+    const PlanningContext& ctx, const Plan& base,
+    const std::vector<Move>& moves, Tracing tracing, const SimResult* beaten_by,
+    size_t* applied) {
+  // A probe that cannot fit, one that fits (judged), or one that cannot
+  // beat `beaten_by` (not simulated).
+  struct Probe {
+    std::optional<Judged> judged;
+    bool beaten = false;
+  };
   // Only whether a probe fits steers the search, so one the budget provably
-  // rules out is not simulated (nullopt), unless it is all the moves: that
-  // one comes back when nothing fits.
-  auto judge = [&](size_t k) -> absl::StatusOr<std::optional<Judged>> {
+  // rules out is not simulated, unless it is all the moves: that one comes
+  // back when nothing fits (when no plan is to be beaten).
+  auto judge = [&](size_t k) -> absl::StatusOr<Probe> {
     Plan plan = base;
     for (size_t i = 0; i < k; ++i) {
       plan.decisions[moves[i].tensor].action = moves[i].action;
     }
-    if (ctx.prune_with_bounds && k < moves.size() &&
-        !MayFitTheBudget(ctx, plan)) {
-      return std::nullopt;
+    if (beaten_by == nullptr) {
+      if (ctx.prune_with_bounds && k < moves.size() &&
+          !MayFitTheBudget(ctx, plan)) {
+        return Probe{};
+      }
+      SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
+                                 JudgePlan(ctx, std::move(plan), tracing));
+      return Probe{std::move(j)};
     }
-    return JudgePlan(ctx, std::move(plan), tracing);
+    // Beaten means the lowered compute alone lasts at least `beaten_by`'s
+    // step, whether or not the plan fits, so that the bounds (each implied
+    // by what they stand for) steer the search as the simulations would.
+    SLACKSWAP_RETURN_IF_ERROR(CheckStop(ctx));
+    if (ctx.prune_with_bounds &&
+        LeastComputeNs(ctx, plan) >= beaten_by->step_ns) {
+      return Probe{std::nullopt, /*beaten=*/true};
+    }
+    SLACKSWAP_ASSIGN_OR_RETURN(Schedule schedule,
+                               AssignPrefetchPoints(ctx, plan));
+    if (ComputeNs(schedule) >= beaten_by->step_ns) {
+      return Probe{std::nullopt, /*beaten=*/true};
+    }
+    if (ctx.prune_with_bounds && !MayFitTheBudget(ctx, plan)) return Probe{};
+    SLACKSWAP_RETURN_IF_ERROR(IssuePrefetches(ctx.graph, plan, schedule));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Judged j,
+        SimulateLowered(ctx, std::move(plan), std::move(schedule), tracing));
+    return Probe{std::move(j)};
   };
-  const auto fits = [](const std::optional<Judged>& j) {
-    return j.has_value() && j->result.feasible;
+  // More moves only add recompute tasks, so a probe that cannot beat
+  // `beaten_by` says that no longer prefix can either: the search goes down
+  // from it as from one that fits.
+  const auto fits = [](const Probe& p) {
+    return p.beaten || (p.judged.has_value() && p.judged->result.feasible);
   };
   // Fewer moves cannot free enough bytes at the peak.
   int64_t to_free = ctx.analysis.unconstrained_peak_bytes - ctx.budget_bytes;
@@ -295,31 +330,55 @@ absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
   // recompute chains reach back through every layer.
   size_t infeasible_below = k;  // k - 1 moves are known not to fit
   size_t step = 1;
-  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> probe, judge(k));
+  SLACKSWAP_ASSIGN_OR_RETURN(Probe probe, judge(k));
   while (!fits(probe)) {
-    if (k == moves.size()) return *std::move(probe);
+    if (k == moves.size()) {
+      if (applied != nullptr) *applied = k;
+      if (beaten_by != nullptr) return std::nullopt;
+      return std::move(probe.judged);
+    }
     infeasible_below = k + 1;
     k = std::min(moves.size(), k + step);
     step *= 2;
     // Gone before the next is lowered: two schedules held at once, not
     // three (a large graph's schedule is a good part of its memory).
-    probe.reset();
+    probe = Probe();
     SLACKSWAP_ASSIGN_OR_RETURN(probe, judge(k));
   }
-  Judged best = *std::move(probe);
+  Probe best = std::move(probe);
   size_t lo = infeasible_below;
   size_t hi = k;  // fits
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> j, judge(mid));
+    SLACKSWAP_ASSIGN_OR_RETURN(Probe j, judge(mid));
     if (fits(j)) {
       hi = mid;
-      best = *std::move(j);
+      best = std::move(j);
     } else {
       lo = mid + 1;
     }
   }
-  return best;
+  if (applied != nullptr) *applied = hi;
+  return std::move(best.judged);
+}
+
+}  // namespace
+
+absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
+                                          const Plan& base,
+                                          const std::vector<Move>& moves,
+                                          Tracing tracing, size_t* applied) {
+  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> judged,
+                             SearchFewestMoves(ctx, base, moves, tracing,
+                                               /*beaten_by=*/nullptr, applied));
+  return *std::move(judged);
+}
+
+absl::StatusOr<std::optional<Judged>> FewestMovesThatBeat(
+    const PlanningContext& ctx, const Plan& base,
+    const std::vector<Move>& moves, const SimResult& best, Tracing tracing) {
+  return SearchFewestMoves(ctx, base, moves, tracing, &best,
+                           /*applied=*/nullptr);
 }
 
 namespace {

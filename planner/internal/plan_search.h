@@ -6,6 +6,7 @@
 #ifndef SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
 #define SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -80,11 +81,24 @@ struct Move {
 // then bisects, assuming feasibility is monotone over that useful prefix.
 // If even all moves do not fit, returns the all-moves plan, infeasible.
 // Each judgment is traced as `tracing` says; a probe MayFitTheBudget rules
-// out is not simulated (only whether it fits steers the search).
+// out is not simulated (only whether it fits steers the search). If
+// `applied` is set, it receives the k of the plan returned.
 absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves,
-                                          Tracing tracing = Tracing::kOff);
+                                          Tracing tracing = Tracing::kOff,
+                                          size_t* applied = nullptr);
+
+// FewestMovesThatFit's plan when it could take a shorter step than `best`
+// (feasible): a probe whose lowered compute alone lasts at least best's step
+// is not simulated and steers the search to fewer moves, as one that fits
+// does (more moves only add recompute). Nothing when the fewest moves that
+// fit cannot, or when no number of them fits. The same plan whether
+// ctx.prune_with_bounds is set or not.
+absl::StatusOr<std::optional<Judged>> FewestMovesThatBeat(
+    const PlanningContext& ctx, const Plan& base,
+    const std::vector<Move>& moves, const SimResult& best,
+    Tracing tracing = Tracing::kOff);
 
 // Keeps, instead of recomputing, the recomputed tensors of `judged.plan`
 // whose memory the budget turns out not to need: replaying the plan, a

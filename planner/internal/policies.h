@@ -69,6 +69,31 @@ std::vector<Move> CheapestRecomputeMoves(const StepAnalysis& a,
 absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
                                                 const Plan& base);
 
+// `moves` with each move whose rebuild re-runs its tensor's producer
+// followed by the producer's other outputs among `moves` (their own moves
+// taken from later in the list): the lowering restores those with the same
+// re-run (sim/schedule.cc), so once one of them is rebuilt the others free
+// their bytes for no compute (a norm's statistics beside its output,
+// attention's log-sum-exp beside its output). A tensor rebuilt by its own
+// recipe (a dropout mask) brings no sibling.
+std::vector<Move> WithFreeSiblings(const Graph& g,
+                                   const std::vector<Move>& moves);
+
+// The better of `judged` and other completions of its swaps with recomputes
+// than RecomputeCheapestThatFit's, each the fewest moves that fit (searched
+// only while it could beat the best so far), then KeepNeedlessRecomputes,
+// judged by simulation:
+//  - the cheapest per byte with free siblings (WithFreeSiblings);
+//  - the boundary: the shortest prefix that fits often ends with a move that
+//    frees far more than the bytes still missing (a 100 MB MLP activation
+//    where a few MB were), so the best plan so far without its marginal
+//    recompute is completed by the tensors it keeps that cost the least
+//    rebuild time in all (with free siblings).
+// `judged` comes back when it is infeasible, recomputes nothing, or none is
+// Better.
+absl::StatusOr<Judged> TryOtherCompletions(const PlanningContext& ctx,
+                                           Judged judged);
+
 // Swaps as few of the tensors `base` keeps as the budget allows, largest
 // first (vDNN-style offload), while the host copies, `base`'s swaps
 // included, fit in pinned memory.
