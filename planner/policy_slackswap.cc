@@ -23,6 +23,10 @@
 //     simulated plan wins. If none fits, swapping beyond the slack (largest
 //     first, stalls accepted) is the last resort, rather than an infeasible
 //     plan.
+//  5. After the other policies' plans are compared and the best refined, two
+//     other completions of its swaps with recomputes (TryOtherCompletions:
+//     a re-run's other outputs rebuilt beside it, and the last bytes freed
+//     at the least rebuild time), kept only with a shorter step.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -46,6 +50,9 @@ constexpr char kWhySwapBeyond[] =
     "largest first, stalls accepted";
 constexpr char kWhyRecompute[] =
     "outside the slack; cheapest rebuild per byte first";
+constexpr char kWhyRecomputeOtherwise[] =
+    "outside the slack; rebuilt beside a sibling's re-run or to free the "
+    "last bytes the budget needs at the least rebuild time";
 constexpr char kWhyKeepAll[] = "the budget covers the whole activation peak";
 // Single-tensor changes tried on the best plan (RefineBySimulation).
 constexpr int kRefineTrials = 16;
@@ -110,6 +117,12 @@ class SlackSwapPolicy : public Policy {
     }
     SLACKSWAP_ASSIGN_OR_RETURN(
         best, RefineBySimulation(ctx, std::move(best), kRefineTrials));
+    // Last, so that what it finds is only ever better than the plan so far.
+    const int64_t step_before = best.result.step_ns;
+    SLACKSWAP_ASSIGN_OR_RETURN(best, TryOtherCompletions(ctx, std::move(best)));
+    if (best.result.step_ns < step_before) {
+      why_recompute = kWhyRecomputeOtherwise;
+    }
     SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(ctx, "fits the budget", why_swap,
                                                why_recompute, best.plan));
     return best.plan;
