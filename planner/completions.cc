@@ -23,15 +23,17 @@ namespace {
 std::optional<std::pair<Plan, std::vector<Move>>> WithoutTheLastRecompute(
     const PlanningContext& ctx, const Plan& plan) {
   const StepAnalysis& a = ctx.analysis;
-  std::vector<const Candidate*> order = OrderCandidates(
-      a, [](const Candidate&) { return true; }, CheaperToRebuildPerByte);
-  auto last =
-      std::find_if(order.rbegin(), order.rend(), [&plan](const Candidate* c) {
-        return plan.decisions[c->tensor].action == Action::kRecompute;
-      });
-  if (last == order.rend()) return std::nullopt;
+  // The costliest per byte, the later on a tie, as a stable sort orders them.
+  const Candidate* last = nullptr;
+  for (const Candidate& c : a.candidates) {
+    if (plan.decisions[c.tensor].action == Action::kRecompute &&
+        (last == nullptr || !CheaperToRebuildPerByte(c, *last))) {
+      last = &c;
+    }
+  }
+  if (last == nullptr) return std::nullopt;
   Plan base = plan;
-  base.decisions[(*last)->tensor].action = Action::kKeep;
+  base.decisions[last->tensor].action = Action::kKeep;
   std::vector<const Candidate*> kept = OrderCandidates(
       a,
       [&base](const Candidate& c) {
@@ -42,8 +44,9 @@ std::optional<std::pair<Plan, std::vector<Move>>> WithoutTheLastRecompute(
       });
   std::vector<Move> moves;
   moves.reserve(kept.size());
-  for (const Candidate* c : kept)
+  for (const Candidate* c : kept) {
     moves.push_back({c->tensor, Action::kRecompute});
+  }
   return std::make_pair(std::move(base), WithFreeSiblings(ctx.graph, moves));
 }
 

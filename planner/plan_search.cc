@@ -263,8 +263,8 @@ namespace {
 // FewestMovesThatFit's search; with `beaten_by` set, FewestMovesThatBeat's.
 absl::StatusOr<std::optional<Judged>> SearchFewestMoves(
     const PlanningContext& ctx, const Plan& base,
-    const std::vector<Move>& moves, Tracing tracing, const SimResult* beaten_by,
-    size_t* applied) {
+    const std::vector<Move>& moves, Tracing tracing,
+    const SimResult* beaten_by) {
   // A probe that cannot fit, one that fits (judged), or one that cannot
   // beat `beaten_by` (not simulated).
   struct Probe {
@@ -333,7 +333,6 @@ absl::StatusOr<std::optional<Judged>> SearchFewestMoves(
   SLACKSWAP_ASSIGN_OR_RETURN(Probe probe, judge(k));
   while (!fits(probe)) {
     if (k == moves.size()) {
-      if (applied != nullptr) *applied = k;
       if (beaten_by != nullptr) return std::nullopt;
       return std::move(probe.judged);
     }
@@ -358,7 +357,6 @@ absl::StatusOr<std::optional<Judged>> SearchFewestMoves(
       lo = mid + 1;
     }
   }
-  if (applied != nullptr) *applied = hi;
   return std::move(best.judged);
 }
 
@@ -367,18 +365,17 @@ absl::StatusOr<std::optional<Judged>> SearchFewestMoves(
 absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves,
-                                          Tracing tracing, size_t* applied) {
-  SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> judged,
-                             SearchFewestMoves(ctx, base, moves, tracing,
-                                               /*beaten_by=*/nullptr, applied));
+                                          Tracing tracing) {
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      std::optional<Judged> judged,
+      SearchFewestMoves(ctx, base, moves, tracing, /*beaten_by=*/nullptr));
   return *std::move(judged);
 }
 
 absl::StatusOr<std::optional<Judged>> FewestMovesThatBeat(
     const PlanningContext& ctx, const Plan& base,
     const std::vector<Move>& moves, const SimResult& best, Tracing tracing) {
-  return SearchFewestMoves(ctx, base, moves, tracing, &best,
-                           /*applied=*/nullptr);
+  return SearchFewestMoves(ctx, base, moves, tracing, &best);
 }
 
 namespace {

@@ -6,7 +6,6 @@
 #ifndef SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
 #define SLACKSWAP_PLANNER_INTERNAL_PLAN_SEARCH_H_
 
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,13 +80,11 @@ struct Move {
 // then bisects, assuming feasibility is monotone over that useful prefix.
 // If even all moves do not fit, returns the all-moves plan, infeasible.
 // Each judgment is traced as `tracing` says; a probe MayFitTheBudget rules
-// out is not simulated (only whether it fits steers the search). If
-// `applied` is set, it receives the k of the plan returned.
+// out is not simulated (only whether it fits steers the search).
 absl::StatusOr<Judged> FewestMovesThatFit(const PlanningContext& ctx,
                                           const Plan& base,
                                           const std::vector<Move>& moves,
-                                          Tracing tracing = Tracing::kOff,
-                                          size_t* applied = nullptr);
+                                          Tracing tracing = Tracing::kOff);
 
 // FewestMovesThatFit's plan when it could take a shorter step than `best`
 // (feasible): a probe whose lowered compute alone lasts at least best's step

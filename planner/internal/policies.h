@@ -79,18 +79,18 @@ absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
 std::vector<Move> WithFreeSiblings(const Graph& g,
                                    const std::vector<Move>& moves);
 
-// The better of `judged` and other completions of its swaps with recomputes
-// than RecomputeCheapestThatFit's, each the fewest moves that fit (searched
-// only while it could beat the best so far), then KeepNeedlessRecomputes,
-// judged by simulation:
+// `judged`, or another completion of its swaps with recomputes than
+// RecomputeCheapestThatFit's when one simulates to a shorter step; each the
+// fewest moves that fit (searched only while it could take a shorter step
+// than the best so far), then KeepNeedlessRecomputes:
 //  - the cheapest per byte with free siblings (WithFreeSiblings);
 //  - the boundary: the shortest prefix that fits often ends with a move that
 //    frees far more than the bytes still missing (a 100 MB MLP activation
 //    where a few MB were), so the best plan so far without its marginal
 //    recompute is completed by the tensors it keeps that cost the least
 //    rebuild time in all (with free siblings).
-// `judged` comes back when it is infeasible, recomputes nothing, or none is
-// Better.
+// `judged` comes back when it is infeasible, recomputes nothing, is planned
+// for a node (ctx.node), or none is shorter.
 absl::StatusOr<Judged> TryOtherCompletions(const PlanningContext& ctx,
                                            Judged judged);
 
