@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -134,22 +135,51 @@ absl::StatusOr<DeviceAnswer> FitDevice(const FitOptions& options,
   // The least memory that keeps the target share on this GPU's speeds,
   // and the least at any speed (the smallest feasible budget: a share
   // above 0): the first policy's smallest such budgets, their device need.
+  // The bisections steer by feasibility and throughput alone, which the
+  // device model only watches (sim/device_memory.h): their plans are judged
+  // without it, and only the plan each search ends on is run with it.
   const PolicyInfo* first = options.policies.front();
-  const Judge judge = DeviceJudge(first->name, ctx, report);
+  SimOptions steer = report;
+  steer.device.enabled = false;
+  const Judge judge = DeviceJudge(first->name, ctx, steer);
+  // What the device needs for the plan a search ended on; nullopt without
+  // the device model.
+  const auto device_need =
+      [&](const BudgetSearch& s) -> absl::StatusOr<std::optional<int64_t>> {
+    PlanningContext at = ctx;
+    at.budget_bytes = s.budget_bytes;
+    SLACKSWAP_ASSIGN_OR_RETURN(SimResult r,
+                               SimulatePlan(first->name, at, s.plan, report));
+    if (!r.feasible) {
+      return absl::InternalError(
+          absl::StrCat("the plan a budget search ended on (", first->name,
+                       " at ", s.budget_bytes,
+                       " bytes) was feasible without the device model, "
+                       "not with it: ",
+                       r.infeasible_reason));
+    }
+    if (!r.device.has_value()) return std::nullopt;
+    return r.device->required_bytes;
+  };
   SLACKSWAP_ASSIGN_OR_RETURN(
       BudgetSearch t,
       SmallestBudgetRetaining(first->name, ctx, judge, options.target));
   out.set_target_reached(t.found);
-  if (t.found && t.result.device.has_value()) {
-    out.set_min_device_bytes_for_target(t.result.device->required_bytes);
+  if (t.found) {
+    SLACKSWAP_ASSIGN_OR_RETURN(const std::optional<int64_t> need,
+                               device_need(t));
+    if (need.has_value()) out.set_min_device_bytes_for_target(*need);
   }
   SLACKSWAP_ASSIGN_OR_RETURN(
       BudgetSearch least,
       SmallestBudgetRetaining(first->name, ctx, judge,
                               std::numeric_limits<double>::min()));
-  if (least.found && least.result.device.has_value()) {
-    out.set_min_device_bytes(
-        std::min(out.min_device_bytes(), least.result.device->required_bytes));
+  if (least.found) {
+    SLACKSWAP_ASSIGN_OR_RETURN(const std::optional<int64_t> need,
+                               device_need(least));
+    if (need.has_value()) {
+      out.set_min_device_bytes(std::min(out.min_device_bytes(), *need));
+    }
   }
   return answer;
 }

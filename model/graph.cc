@@ -437,6 +437,14 @@ class Indexer {
         if (collective) idx_.collective_output[out] = true;
       }
     }
+    idx_.reads_collective_output.assign(num_ops_, false);
+    if (idx_.collective_ops == 0) return absl::OkStatus();
+    for (int32_t o = 0; o < num_ops_; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      for (int32_t in : g_.ops[o].inputs) {
+        if (idx_.collective_output[in]) idx_.reads_collective_output[o] = true;
+      }
+    }
     return absl::OkStatus();
   }
 

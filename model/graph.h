@@ -194,6 +194,10 @@ struct GraphIndex {
   std::vector<int64_t> bytes;
   std::vector<uint8_t> has_recipe;
   std::vector<uint8_t> collective_output;
+  // Per op: whether one of its inputs is a collective's output (the
+  // simulator then checks, before it runs the op, that the collective has
+  // completed; the ops of a step without collectives never wait).
+  std::vector<uint8_t> reads_collective_output;
   // Ops that run a collective.
   int32_t collective_ops = 0;
   // Sum of saved activation bytes: the activation peak with no plan.

@@ -66,6 +66,22 @@ TEST(IndexGraphTest, DerivesUsesAndSavedActivations) {
   EXPECT_EQ(g.TensorLabel(3), "tensor 3 (z)");
 }
 
+// Op g (y -> z) made a collective: g.bwd reads its output, no other op
+// does; without a collective no op is marked.
+TEST(IndexGraphTest, MarksTheOpsThatReadACollectivesOutput) {
+  Graph plain = Small();
+  ASSERT_TRUE(IndexGraph(plain).ok());
+  EXPECT_THAT(plain.index.collective_output, ElementsAre(0, 0, 0, 0));
+  EXPECT_THAT(plain.index.reads_collective_output, ElementsAre(0, 0, 0, 0, 0));
+  Graph g = Small();
+  g.ops[2].collective = Collective{
+      .kind = CollectiveKind::kAllReduce, .bytes = 300, .group = {0}};
+  ASSERT_TRUE(IndexGraph(g).ok());
+  EXPECT_EQ(g.index.collective_ops, 1);
+  EXPECT_THAT(g.index.collective_output, ElementsAre(0, 0, 0, 1));
+  EXPECT_THAT(g.index.reads_collective_output, ElementsAre(0, 0, 0, 1, 0));
+}
+
 TEST(IndexGraphTest, RejectsEmptyGraphs) {
   Graph g;
   g.name = "nothing";

@@ -135,9 +135,126 @@ void FlowNetwork::Recompute(int32_t started, absl::Span<const Hop> seed) {
       flows_[started].rate = rate;
       return;
     }
+    if (RecomputeSmallComponent(started, seed)) return;
   }
   FindComponent(started, seed);
   FillRates();
+}
+
+bool FlowNetwork::RecomputeSmallComponent(int32_t started,
+                                          absl::Span<const Hop> seed) {
+  // The component's flows, at most two, ascending: those on the seed's
+  // units, then those on theirs, until nothing new turns up.
+  int32_t members[2];
+  int32_t count = 0;
+  const auto take_unit = [&](int32_t unit) {
+    for (int32_t id : unit_flows_[unit]) {
+      if (count > 0 && members[0] == id) continue;
+      if (count > 1 && members[1] == id) continue;
+      if (count == 2) return false;
+      members[count++] = id;
+    }
+    return true;
+  };
+  for (const Hop& hop : seed) {
+    if (!take_unit(UnitOf(hop))) return false;
+  }
+  if (count == 0) return false;
+  for (int32_t k = 0; k < count; ++k) {  // count may grow while this runs
+    for (const Hop& hop : flows_[members[k]].path) {
+      if (!take_unit(UnitOf(hop))) return false;
+    }
+  }
+  if (count == 2 && members[0] > members[1]) {
+    std::swap(members[0], members[1]);
+  }
+  // FillRates on this component, step for step. A flow alone on each of
+  // its link-directions takes the smallest of their capacities; of two
+  // flows, either both are alone (they share no link-direction) or neither.
+  double rate[2] = {kInfinity, kInfinity};
+  bool alone[2] = {true, true};
+  for (int32_t k = 0; k < count; ++k) {
+    for (const Hop& hop : flows_[members[k]].path) {
+      const int32_t ld = LinkDirIndex(hop);
+      if (dir_flows_[ld] != 1) {
+        alone[k] = false;
+        break;
+      }
+      rate[k] = std::min(rate[k], Capacity(hop.link, DirIndex(hop.dir),
+                                           dir_flows_[ld ^ 1] > 0));
+    }
+  }
+  // (Said of two flows on the same units, so never otherwise.)
+  if (alone[0] != (count == 1 || alone[1])) return false;
+  if (count == 2 && !alone[0]) {
+    // The filling: the link-directions the two cross, ascending, each with
+    // which of them cross it (bit k: members[k]) and its capacity left.
+    struct Candidate {
+      int32_t ld;
+      int32_t crossers;
+      double remaining;
+    };
+    constexpr size_t kMaxHops = 8;
+    const std::vector<Hop>& first = flows_[members[0]].path;
+    const std::vector<Hop>& second = flows_[members[1]].path;
+    if (first.size() + second.size() > kMaxHops) return false;
+    Candidate candidates[kMaxHops] = {};
+    int32_t n = 0;
+    for (int32_t k = 0; k < 2; ++k) {
+      for (const Hop& hop : k == 0 ? first : second) {
+        const int32_t ld = LinkDirIndex(hop);
+        int32_t at = 0;
+        while (at < n && candidates[at].ld < ld) ++at;
+        if (at < n && candidates[at].ld == ld) {
+          candidates[at].crossers |= 1 << k;
+          continue;
+        }
+        for (int32_t m = n; m > at; --m) candidates[m] = candidates[m - 1];
+        candidates[at] = {
+            ld, 1 << k,
+            Capacity(hop.link, DirIndex(hop.dir), dir_flows_[ld ^ 1] > 0)};
+        ++n;
+      }
+    }
+    // The first smallest share freezes the flows that cross it.
+    int32_t best = 0;
+    double best_share = 0;
+    for (int32_t i = 0; i < n; ++i) {
+      const Candidate& c = candidates[i];
+      const double share =
+          c.remaining / static_cast<double>(c.crossers == 3 ? 2 : 1);
+      if (i == 0 || share < best_share) {
+        best = i;
+        best_share = share;
+      }
+    }
+    const int32_t frozen = candidates[best].crossers;
+    rate[0] = rate[1] = best_share;
+    if (frozen != 3) {
+      // One frozen: it takes its share from each link-direction it
+      // crosses, and the other takes the least left on its own.
+      const int32_t left = frozen ^ 3;
+      double least = 0;
+      bool any = false;
+      for (int32_t i = 0; i < n; ++i) {
+        Candidate& c = candidates[i];
+        if ((c.crossers & frozen) != 0 && c.remaining != kInfinity) {
+          c.remaining = std::max(0.0, c.remaining - best_share);
+        }
+        if ((c.crossers & left) == 0) continue;
+        const double share = c.remaining / 1.0;
+        if (!any || share < least) least = share;
+        any = true;
+      }
+      rate[left == 1 ? 0 : 1] = least;
+    }
+  }
+  touched_.clear();
+  for (int32_t k = 0; k < count; ++k) {
+    flows_[members[k]].rate = rate[k];
+    touched_.push_back(members[k]);
+  }
+  return true;
 }
 
 void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {

@@ -542,13 +542,17 @@ void ExpectSameBits(const FlowNetwork& a, const FlowNetwork& b,
 }
 
 // The shortcuts (a flow alone on its link-directions takes the smallest of
-// their capacities, a component of one flow is not searched) against the
-// progressive filling of every flow: the same calls on two networks, one
-// with the shortcuts off, give the same bits and the same touched flows.
+// their capacities; a component of one flow, started or left after an end,
+// or of two, is not searched) against the progressive filling of every
+// flow: the same calls on two networks, one with the shortcuts off, give
+// the same bits and the same touched flows.
 TEST(FlowNetworkTest, TheShortcutsGiveTheFillingsBits) {
   int64_t alone = 0;
   int64_t alone_both = 0;
   int64_t shared = 0;
+  int64_t one_left = 0;
+  int64_t pairs_sharing = 0;
+  size_t active = 0;
   SameRandomCalls(
       20261203,
       [](std::function<int32_t(uint32_t)>& uniform, int32_t num_links,
@@ -564,6 +568,26 @@ TEST(FlowNetworkTest, TheShortcutsGiveTheFillingsBits) {
           const std::vector<RefFlow>& flows) {
         ASSERT_EQ(TouchedOf(fast), TouchedOf(full));
         ExpectSameBits(fast, full, flows);
+        // An end after which one flow is its component alone, and a start
+        // or end whose component is two flows sharing a link-direction.
+        one_left += flows.size() < active && TouchedOf(fast).size() == 1;
+        active = flows.size();
+        const std::vector<int32_t> touched = TouchedOf(fast);
+        if (touched.size() == 2) {
+          for (const RefFlow& f : flows) {
+            if (f.id != touched[0]) continue;
+            for (const RefFlow& g : flows) {
+              if (g.id != touched[1]) continue;
+              bool share = false;
+              for (const Hop& a : f.path) {
+                for (const Hop& b : g.path) {
+                  share |= a.link == b.link && a.dir == b.dir;
+                }
+              }
+              pairs_sharing += share;
+            }
+          }
+        }
         // Which case each flow is: alone on its link-directions (with the
         // other direction of one of its links busy, or not), or sharing.
         for (const RefFlow& f : flows) {
@@ -592,6 +616,8 @@ TEST(FlowNetworkTest, TheShortcutsGiveTheFillingsBits) {
   EXPECT_GT(alone, 1'000);
   EXPECT_GT(alone_both, 1'000);
   EXPECT_GT(shared, 1'000);
+  EXPECT_GT(one_left, 500);
+  EXPECT_GT(pairs_sharing, 400);
 }
 
 // Links whose both-directions figures are their one-way ones, declared

@@ -523,9 +523,17 @@ std::vector<PinnedPool> Pools(const Node& node,
 // must issue the same collectives in the same order (a real job would
 // deadlock or corrupt otherwise): checked here, before any simulation.
 struct CollectiveOrder {
-  // Per rank: op -> (group id, ordinal).
-  std::vector<absl::flat_hash_map<int32_t, std::pair<int32_t, int32_t>>> of;
+  // Per distinct graph, by op: (group id, ordinal among the graph's
+  // collectives on that group); (kNone, kNone) for an op that is none. The
+  // ranks of a data-parallel step share one graph, and so one table.
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> by_graph;
+  std::vector<int32_t> graph_of;  // by rank: its graph's table
   bool any = false;
+
+  // REQUIRES: `op` is a collective of rank `rank`'s graph.
+  std::pair<int32_t, int32_t> At(int32_t rank, int32_t op) const {
+    return by_graph[graph_of[rank]][op];
+  }
 };
 
 std::string Describe(const Graph& g, int32_t op) {
@@ -538,8 +546,8 @@ std::string Describe(const Graph& g, int32_t op) {
 absl::StatusOr<CollectiveOrder> OrderCollectives(
     absl::Span<const RankStep> ranks, const StopFn& stop) {
   CollectiveOrder order;
-  order.of.resize(ranks.size());
   const int32_t n = static_cast<int32_t>(ranks.size());
+  order.graph_of.assign(ranks.size(), kNone);
   // Per group (its ranks, sorted): per member, its collectives in order.
   std::vector<std::vector<int32_t>> groups;
   absl::flat_hash_map<std::vector<int32_t>, int32_t> group_id;
@@ -596,7 +604,14 @@ absl::StatusOr<CollectiveOrder> OrderCollectives(
         }
         issued.push_back({op, it->second});
       }
+      std::vector<std::pair<int32_t, int32_t>>& table =
+          order.by_graph.emplace_back(
+              g.ops.size(), std::pair<int32_t, int32_t>{kNone, kNone});
+      std::vector<int32_t> issued_on(groups.size(), 0);  // by group
+      for (const Issued& c : issued)
+        table[c.op] = {c.group, issued_on[c.group]++};
     }
+    order.graph_of[r] = static_cast<int32_t>(known);
     for (const Issued& c : issued_by[known]) {
       if (poller.Stop()) return absl::CancelledError("node simulation stopped");
       const std::vector<int32_t>& members = groups[c.group];
@@ -619,9 +634,7 @@ absl::StatusOr<CollectiveOrder> OrderCollectives(
                          absl::StrJoin(g.ops[c.op].collective->group, ", "),
                          "} does not include this rank (", r, ")"));
       }
-      std::vector<int32_t>& mine = sequence[c.group][r];
-      order.of[r][c.op] = {c.group, static_cast<int32_t>(mine.size())};
-      mine.push_back(c.op);
+      sequence[c.group][r].push_back(c.op);
     }
   }
   for (size_t gid = 0; gid < groups.size(); ++gid) {
@@ -679,7 +692,7 @@ std::pair<size_t, std::string> DescribeNodeDeadlock(
                                 " waits for rank ", m, ", which has finished")};
       }
       const int32_t other = ranks[m].schedule->tasks[head].op;
-      if (order.of[m].at(other) == order.of[i].at(op)) continue;
+      if (order.At(m, other) == order.At(i, op)) continue;
       return {
           i, absl::StrCat("collective ", Describe(g, op), " waits for rank ", m,
                           ", which waits at collective ",
@@ -722,13 +735,13 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
     const int32_t task = run.CommHead();
     if (task == kNone || run.comm_running()) return kNone;
     const int32_t op = ranks[r].schedule->tasks[task].op;
-    const std::pair<int32_t, int32_t> at = order.of[r].at(op);
+    const std::pair<int32_t, int32_t> at = order.At(r, op);
     for (int32_t m : ranks[r].graph->ops[op].collective->group) {
       const RankRun& other = *runs[m];
       const int32_t head = other.CommHead();
       if (head == kNone || other.comm_running()) return kNone;
       const int32_t other_op = ranks[m].schedule->tasks[head].op;
-      if (order.of[m].at(other_op) != at) return kNone;
+      if (order.At(m, other_op) != at) return kNone;
     }
     return op;
   };

@@ -311,6 +311,11 @@ int32_t RankRun::PendingCollectiveInput() const {
     pending_seen_ = 0;
   }
   const Task& task = s_.tasks[task_];
+  // An op none of whose inputs a collective writes waits for none (a
+  // rebuild recipe's inputs are looked at each).
+  if (task.rebuild_of == kNone && !g_.index.reads_collective_output[task.op]) {
+    return kNone;
+  }
   const TensorIds& inputs = task.rebuild_of != kNone
                                 ? g_.tensors[task.rebuild_of].rebuild->inputs
                                 : g_.ops[task.op].inputs;
