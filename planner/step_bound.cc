@@ -7,6 +7,7 @@
 
 #include "absl/numeric/int128.h"
 #include "common/saturating.h"
+#include "model/node.h"
 
 namespace slackswap {
 namespace {
@@ -80,18 +81,23 @@ std::vector<bool> SwapsJudgingMayConvert(const Graph& g, const Plan& plan,
   return may_convert;
 }
 
+// The least time `bytes` take at `bytes_per_ns`. The simulator rounds a
+// copy's end up from the bytes left (a double) whenever its rate changes,
+// as on a node whenever another rank's copy starts or ends: a billionth of
+// the time and a nanosecond are given back for that rounding.
+int64_t LeastBytesNs(double bytes_per_ns, int64_t bytes) {
+  const double ns = static_cast<double>(bytes) / bytes_per_ns * (1 - 1e-9);
+  return std::max<int64_t>(0, SaturatingTrunc(ns) - 1);
+}
+
 // The least time a swap-out of `bytes` takes: its latency, then its bytes
 // at the GPU's own link rate one way, which no copy exceeds (on a node a
 // rank's copy also crosses its switch and socket, shared with the others'
-// copies: only slower). The simulator rounds a copy's end up from the bytes
-// left (a double) whenever its rate changes, as on a node whenever another
-// rank's copy starts or ends: a billionth of the time and a nanosecond are
-// given back for that rounding.
+// copies: only slower).
 int64_t LeastSwapOutNs(const Hardware& gpu, int64_t bytes) {
-  const double ns = static_cast<double>(bytes) /
-                    gpu.Rate(Direction::kD2H, /*both_busy=*/false) * (1 - 1e-9);
-  return SaturatingAdd(gpu.transfer_latency_ns,
-                       std::max<int64_t>(0, SaturatingTrunc(ns) - 1));
+  return SaturatingAdd(
+      gpu.transfer_latency_ns,
+      LeastBytesNs(gpu.Rate(Direction::kD2H, /*both_busy=*/false), bytes));
 }
 
 // Bytes released by swaps, indexed by their place in the D2H order: a
@@ -224,8 +230,22 @@ int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
     return 0;
   }
   // On a node ctx.hw is each rank's fair share of the shared links, slower
-  // than a copy that finds them free: the GPU's own link bounds it.
+  // than a copy that finds them free: the GPU's own link bounds one copy.
+  // But the ranks behind a switch, and on a socket, run this plan too, on
+  // graphs with the same tensors and ops (NodeRanks), so they issue the
+  // same swap-outs no earlier than the ideal timeline; their copies cross
+  // the switch's uplink and the socket's memory, which carry all of them
+  // together at no more than their one-way rate. So the later of them is
+  // done with its first k no earlier than a chain of the copies at the
+  // fair share of the most shared link (FairShareGpu's rate, latencies
+  // overlapped), and its forward pass waits for that.
   const Hardware& gpu = ctx.node != nullptr ? ctx.node->node->gpu : ctx.hw;
+  const double shared_rate =
+      ctx.node != nullptr
+          ? FairShareGpu(*ctx.node->node,
+                         static_cast<int32_t>(ctx.node->graphs.size()))
+                .Rate(Direction::kD2H, /*both_busy=*/false)
+          : 0;
   const std::vector<bool> may_convert =
       SwapsJudgingMayConvert(g, plan, forward_ops);
   const auto copied = [&](int32_t t) {
@@ -243,13 +263,18 @@ int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
   };
   std::vector<SwapOut> d2h;
   int64_t clock = 0;
+  int64_t shared_clock = 0;  // the later rank's, on the most shared link
   for (int32_t o = 0; o < forward_ops; ++o) {
     for (int32_t t : g.ops[o].outputs) {
       if (!copied(t)) continue;
       clock = SaturatingAdd(std::max(clock, a.op_end_ns[o]),
                             LeastSwapOutNs(gpu, idx.bytes[t]));
-      d2h.push_back(
-          {clock, idx.bytes[t], std::max(o, idx.last_fwd_use[t]) + 1});
+      if (shared_rate > 0) {
+        shared_clock = SaturatingAdd(std::max(shared_clock, a.op_end_ns[o]),
+                                     LeastBytesNs(shared_rate, idx.bytes[t]));
+      }
+      d2h.push_back({std::max(clock, shared_clock), idx.bytes[t],
+                     std::max(o, idx.last_fwd_use[t]) + 1});
     }
   }
   if (d2h.empty()) return 0;

@@ -120,7 +120,8 @@ TEST(StepBoundTest, NoRandomPlanBeatsTheBoundsAtTheBudgetItsPeakSets) {
 void CheckSwapOutWaits(const Node* node, int32_t num_ranks, const Hardware& hw,
                        uint32_t seed_base) {
   int feasible = 0;
-  int waits = 0;  // where the bound says the forward pass must wait
+  int waits = 0;    // where the bound says the forward pass must wait
+  int tighter = 0;  // where it waits longer than one rank's link alone says
   for (uint32_t seed = 0; seed < 12; ++seed) {
     RandomStepOptions options;
     options.forward_ops = 16;
@@ -148,12 +149,23 @@ void CheckSwapOutWaits(const Node* node, int32_t num_ranks, const Hardware& hw,
                                 LeastSwapOutWaitNs(ctx, judged->plan)),
                   judged->result.step_ns);
         waits += wait > 0;
+        if (node != nullptr) {
+          // What the GPU's own link alone would say, for every rank.
+          const PlanningContext alone{s.graph, node->gpu, ctx.analysis,
+                                      ctx.budget_bytes};
+          tighter += wait > LeastSwapOutWaitNs(alone, plan);
+        }
       }
     }
   }
   EXPECT_GT(feasible, 40);
   // The bound is not zero in disguise: it finds forward passes that wait.
   EXPECT_GT(waits, 10);
+  // On a node, the ranks sharing a switch's uplink wait for each other's
+  // copies too, and the bound says so.
+  if (node != nullptr) {
+    EXPECT_GT(tighter, 15);
+  }
 }
 
 TEST(StepBoundTest, NoRandomPlanWaitsLessForSwapOutsThanTheBoundSays) {
@@ -319,6 +331,26 @@ TEST(StepBoundTest, NoPlanWithoutSwapsMatchesSlackSwapOnGpt2XlAtHalfThePeak) {
 
 // Pruning by the bounds changes no plan: slackswap with and without it, on
 // random steps at tight and loose budgets, the same decisions and step.
+// slackswap's plan with the bounds pruning and without them: the same.
+void ExpectPruningChangesNothing(const PlanningContext& pruned) {
+  PlanningContext full = pruned;
+  full.prune_with_bounds = false;
+  absl::StatusOr<PlanOutcome> a = PlanAndSimulate("slackswap", pruned, {});
+  absl::StatusOr<PlanOutcome> b = PlanAndSimulate("slackswap", full, {});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->result.step_ns, b->result.step_ns);
+  EXPECT_EQ(a->result.feasible, b->result.feasible);
+  ASSERT_EQ(a->plan.decisions.size(), b->plan.decisions.size());
+  for (size_t t = 0; t < a->plan.decisions.size(); ++t) {
+    EXPECT_EQ(a->plan.decisions[t].action, b->plan.decisions[t].action)
+        << "tensor " << t;
+    EXPECT_EQ(a->plan.decisions[t].prefetch_after_op,
+              b->plan.decisions[t].prefetch_after_op)
+        << "tensor " << t;
+  }
+}
+
 TEST(StepBoundTest, PruningChangesNoPlan) {
   int compared = 0;
   for (const Hardware& hw : Links()) {
@@ -329,29 +361,37 @@ TEST(StepBoundTest, PruningChangesNoPlan) {
       for (double fraction : {0.2, 0.35, 0.5, 0.8}) {
         SCOPED_TRACE(
             absl::StrCat(hw.name, " seed ", seed, " budget ", fraction));
-        PlanningContext pruned = s.AtShare(fraction);
-        PlanningContext full = pruned;
-        full.prune_with_bounds = false;
-        absl::StatusOr<PlanOutcome> a =
-            PlanAndSimulate("slackswap", pruned, {});
-        absl::StatusOr<PlanOutcome> b = PlanAndSimulate("slackswap", full, {});
-        ASSERT_TRUE(a.ok()) << a.status();
-        ASSERT_TRUE(b.ok()) << b.status();
-        EXPECT_EQ(a->result.step_ns, b->result.step_ns);
-        EXPECT_EQ(a->result.feasible, b->result.feasible);
-        ASSERT_EQ(a->plan.decisions.size(), b->plan.decisions.size());
-        for (size_t t = 0; t < a->plan.decisions.size(); ++t) {
-          EXPECT_EQ(a->plan.decisions[t].action, b->plan.decisions[t].action)
-              << "tensor " << t;
-          EXPECT_EQ(a->plan.decisions[t].prefetch_after_op,
-                    b->plan.decisions[t].prefetch_after_op)
-              << "tensor " << t;
-        }
+        ExpectPruningChangesNothing(s.AtShare(fraction));
         ++compared;
       }
     }
   }
   EXPECT_EQ(compared, 80);
+}
+
+// The same on the node, where the swap-out bound also counts the copies of
+// the ranks that share a switch: every rank of dgx-a100-80gb, two behind
+// each switch.
+TEST(StepBoundTest, PruningChangesNoNodePlan) {
+  const Node node = *FindNode("dgx-a100-80gb");
+  const Hardware share = FairShareGpu(node, node.num_gpus);
+  int compared = 0;
+  for (uint32_t seed = 0; seed < 10; ++seed) {
+    RandomStepOptions options;
+    options.forward_ops = 20;
+    const Step s = MakeStep(RandomTrainingStep(seed, options), share);
+    NodeRanks ranks;
+    ranks.node = &node;
+    ranks.graphs.assign(node.num_gpus, &s.graph);
+    for (double fraction : {0.2, 0.35, 0.5, 0.8}) {
+      SCOPED_TRACE(absl::StrCat("seed ", seed, " budget ", fraction));
+      PlanningContext pruned = s.AtShare(fraction);
+      pruned.node = &ranks;
+      ExpectPruningChangesNothing(pruned);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 40);
 }
 
 }  // namespace
