@@ -184,7 +184,9 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started,
                                            dir_flows_[ld ^ 1] > 0));
     }
   }
-  // (Said of two flows on the same units, so never otherwise.)
+  // A flow that shares a link-direction shares it with the other, so two
+  // are both alone or neither, and one is alone; anything else is left to
+  // the search.
   if (alone[0] != (count == 1 || alone[1])) return false;
   if (count == 2 && !alone[0]) {
     // The filling: the link-directions the two cross, ascending, each with

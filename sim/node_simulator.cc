@@ -608,8 +608,9 @@ absl::StatusOr<CollectiveOrder> OrderCollectives(
           order.by_graph.emplace_back(
               g.ops.size(), std::pair<int32_t, int32_t>{kNone, kNone});
       std::vector<int32_t> issued_on(groups.size(), 0);  // by group
-      for (const Issued& c : issued)
+      for (const Issued& c : issued) {
         table[c.op] = {c.group, issued_on[c.group]++};
+      }
     }
     order.graph_of[r] = static_cast<int32_t>(known);
     for (const Issued& c : issued_by[known]) {
