@@ -141,7 +141,7 @@ absl::StatusOr<DeviceAnswer> FitDevice(const FitOptions& options,
   const PolicyInfo* first = options.policies.front();
   SimOptions steer = report;
   steer.device.enabled = false;
-  const Judge judge = DeviceJudge(first->name, ctx, steer);
+  const Judge judge = SimulationJudge(first->name, ctx, steer);
   // What the device needs for the plan a search ended on; nullopt without
   // the device model.
   const auto device_need =

@@ -1,5 +1,6 @@
 #include "model/graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -441,9 +442,10 @@ class Indexer {
     if (idx_.collective_ops == 0) return absl::OkStatus();
     for (int32_t o = 0; o < num_ops_; ++o) {
       SLACKSWAP_RETURN_IF_ERROR(Poll());
-      for (int32_t in : g_.ops[o].inputs) {
-        if (idx_.collective_output[in]) idx_.reads_collective_output[o] = true;
-      }
+      const TensorIds& inputs = g_.ops[o].inputs;
+      idx_.reads_collective_output[o] = std::any_of(
+          inputs.begin(), inputs.end(),
+          [this](int32_t in) { return idx_.collective_output[in] != 0; });
     }
     return absl::OkStatus();
   }

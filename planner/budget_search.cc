@@ -65,8 +65,8 @@ void Keep(int64_t budget, std::pair<Plan, Judgement>& e, BudgetSearch& out) {
 
 }  // namespace
 
-Judge DeviceJudge(absl::string_view policy, const PlanningContext& ctx,
-                  const SimOptions& report) {
+Judge SimulationJudge(absl::string_view policy, const PlanningContext& ctx,
+                      const SimOptions& report) {
   return [policy, &ctx, report](const Plan& plan,
                                 int64_t budget) -> absl::StatusOr<Judgement> {
     PlanningContext at = ctx;
@@ -74,6 +74,16 @@ Judge DeviceJudge(absl::string_view policy, const PlanningContext& ctx,
     Judgement j;
     SLACKSWAP_ASSIGN_OR_RETURN(j.result,
                                SimulatePlan(policy, at, plan, report));
+    j.verdict = j.result.feasible ? Verdict::kFits : Verdict::kUnder;
+    return j;
+  };
+}
+
+Judge DeviceJudge(absl::string_view policy, const PlanningContext& ctx,
+                  const SimOptions& report) {
+  return [simulate = SimulationJudge(policy, ctx, report)](
+             const Plan& plan, int64_t budget) -> absl::StatusOr<Judgement> {
+    SLACKSWAP_ASSIGN_OR_RETURN(Judgement j, simulate(plan, budget));
     if (!j.result.feasible || !j.result.device.has_value()) {
       j.verdict = Verdict::kUnder;
     } else if (j.result.device->fits) {

@@ -65,6 +65,12 @@ struct BudgetSearch {
   int32_t evaluations = 0;
 };
 
+// Judges by the simulation alone, with `report`'s options: fits when the
+// plan is feasible at its budget. For searches that steer by feasibility
+// and throughput (SmallestBudgetRetaining).
+Judge SimulationJudge(absl::string_view policy, const PlanningContext& ctx,
+                      const SimOptions& report);
+
 // Judges by the whole device: the plan simulated at its budget with
 // `report`'s options and its device model (report.device, enabled), fits
 // when the step completes and its reserved peak plus the framework reserve

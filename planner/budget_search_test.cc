@@ -202,6 +202,36 @@ TEST(BudgetSearchTest, SmallestBudgetRetainingATarget) {
   }
 }
 
+// The device model only watches a run, so a bisection judged without it
+// (as a Fit's are) ends where one judged with it does, on the same plan.
+TEST(BudgetSearchTest, TheDeviceModelDoesNotSteerABisection) {
+  Fixture f;
+  const PlanningContext ctx = f.Context();
+  SimOptions with_device;
+  with_device.device.enabled = true;
+  for (double target : {0.9, std::numeric_limits<double>::min()}) {
+    SCOPED_TRACE(target);
+    absl::StatusOr<BudgetSearch> device = SmallestBudgetRetaining(
+        "slackswap", ctx, DeviceJudge("slackswap", ctx, with_device), target);
+    absl::StatusOr<BudgetSearch> plain = SmallestBudgetRetaining(
+        "slackswap", ctx, SimulationJudge("slackswap", ctx, {}), target);
+    ASSERT_TRUE(device.ok()) << device.status();
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_TRUE(device->found);
+    EXPECT_TRUE(device->result.device.has_value());
+    EXPECT_FALSE(plain->result.device.has_value());
+    EXPECT_EQ(plain->found, device->found);
+    EXPECT_EQ(plain->budget_bytes, device->budget_bytes);
+    EXPECT_EQ(plain->evaluations, device->evaluations);
+    EXPECT_EQ(plain->result.step_ns, device->result.step_ns);
+    ASSERT_EQ(plain->plan.decisions.size(), device->plan.decisions.size());
+    for (size_t t = 0; t < plain->plan.decisions.size(); ++t) {
+      EXPECT_EQ(plain->plan.decisions[t].action,
+                device->plan.decisions[t].action);
+    }
+  }
+}
+
 // The least memory a plan needs: bisecting down to where nothing fits, the
 // budgets at which no plan can fit (the bound of
 // planner/internal/step_bound.h) are not planned, and the answer is the

@@ -114,39 +114,21 @@ double FlowNetwork::Capacity(int32_t link, int32_t dir, bool both) const {
 }
 
 void FlowNetwork::Recompute(int32_t started, absl::Span<const Hop> seed) {
-  // Units that carry no flow but the started one (or none, after an end):
-  // the component is that flow alone (or nothing), on link-directions it
-  // has to itself, none slowed by the other direction (a kIndependent
-  // link's other direction gives the same capacity). Its rate is
-  // FillRates' for a flow alone, without the search: half of the starts
-  // and ends of the node benchmarks' copies.
-  if (fast_paths_) {
-    const size_t own = started >= 0 ? 1 : 0;
-    bool alone = true;
-    for (const Hop& hop : seed) alone &= unit_flows_[UnitOf(hop)].size() == own;
-    if (alone) {
-      touched_.clear();
-      if (started < 0) return;
-      touched_.push_back(started);
-      double rate = kInfinity;
-      for (const Hop& hop : seed) {
-        rate = std::min(rate, Capacity(hop.link, DirIndex(hop.dir), false));
-      }
-      flows_[started].rate = rate;
-      return;
-    }
-    if (RecomputeSmallComponent(started, seed)) return;
-  }
+  // Most components are one flow (a copy on links no other copy crosses, or
+  // the one left when the other ends) or two (the two GPUs behind a switch
+  // over its uplink): most of the node benchmarks' starts and ends.
+  if (fast_paths_ && RecomputeSmallComponent(started, seed)) return;
   FindComponent(started, seed);
   FillRates();
 }
 
 bool FlowNetwork::RecomputeSmallComponent(int32_t started,
                                           absl::Span<const Hop> seed) {
-  // The component's flows, at most two, ascending: those on the seed's
-  // units, then those on theirs, until nothing new turns up.
+  // The component's flows, at most two, ascending: the one started, those
+  // on the seed's units, then those on theirs, until nothing new turns up.
   int32_t members[2];
   int32_t count = 0;
+  if (started >= 0) members[count++] = started;
   const auto take_unit = [&](int32_t unit) {
     for (int32_t id : unit_flows_[unit]) {
       if (count > 0 && members[0] == id) continue;
@@ -159,7 +141,6 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started,
   for (const Hop& hop : seed) {
     if (!take_unit(UnitOf(hop))) return false;
   }
-  if (count == 0) return false;
   for (int32_t k = 0; k < count; ++k) {  // count may grow while this runs
     for (const Hop& hop : flows_[members[k]].path) {
       if (!take_unit(UnitOf(hop))) return false;

@@ -36,10 +36,10 @@
 // Two shortcuts give the filling's bits without running it: a flow alone
 // on every link-direction it crosses gets the smallest of their capacities
 // (what the filling would freeze it at, c / 1 being exact, and it takes
-// nothing from the others' link-directions), and a flow whose links carry
-// no other flow is its own component without a search: the one started on
-// free links, or the one left where a flow ended (two GPUs' copies over a
-// switch's uplink: when one ends, the other's rate).
+// nothing from the others' link-directions), and a component of one or two
+// flows (a copy on links no other copy crosses, the one left when the other
+// ends, two GPUs' copies over a switch's uplink) is found and filled
+// without the search and its lists.
 //
 // A link whose directions do not slow each other (an NVLink port: its
 // both-directions figures are its one-way ones) can say so when it is
@@ -138,7 +138,6 @@ class FlowNetwork {
     int32_t dir;  // kBothDirections, or the one direction (DirIndex)
   };
   static constexpr int32_t kBothDirections = -1;
-  static constexpr int32_t kNoFlow = -1;
   int32_t UnitOf(int32_t link, int32_t dir) const {
     const int32_t first = first_unit_[link];
     return units_[first].dir == kBothDirections ? first : first + dir;
@@ -148,10 +147,9 @@ class FlowNetwork {
   // Finds the component(s) reachable from `started` (a flow id, or -1) and
   // the links of `seed` (into touched_), and refills their rates.
   void Recompute(int32_t started, absl::Span<const Hop> seed);
-  // When the component(s) Recompute would search hold one or two flows
-  // (two GPUs' copies over a switch's uplink, or the one left when the
-  // other ends): their rates, FillRates' bits, and touched_, without the
-  // search; says true. Else false, and nothing changes.
+  // When the component(s) Recompute would search hold at most two flows:
+  // their rates, FillRates' bits, and touched_, without the search; says
+  // true. Else false, and nothing changes.
   bool RecomputeSmallComponent(int32_t started, absl::Span<const Hop> seed);
   void FindComponent(int32_t started, absl::Span<const Hop> seed);
   void FillRates();

@@ -570,23 +570,22 @@ TEST(FlowNetworkTest, TheShortcutsGiveTheFillingsBits) {
         ExpectSameBits(fast, full, flows);
         // An end after which one flow is its component alone, and a start
         // or end whose component is two flows sharing a link-direction.
-        one_left += flows.size() < active && TouchedOf(fast).size() == 1;
-        active = flows.size();
         const std::vector<int32_t> touched = TouchedOf(fast);
+        one_left += flows.size() < active && touched.size() == 1;
+        active = flows.size();
         if (touched.size() == 2) {
-          for (const RefFlow& f : flows) {
-            if (f.id != touched[0]) continue;
-            for (const RefFlow& g : flows) {
-              if (g.id != touched[1]) continue;
-              bool share = false;
-              for (const Hop& a : f.path) {
-                for (const Hop& b : g.path) {
-                  share |= a.link == b.link && a.dir == b.dir;
-                }
-              }
-              pairs_sharing += share;
+          const auto path_of = [&flows](int32_t id) {
+            return std::find_if(flows.begin(), flows.end(),
+                                [id](const RefFlow& f) { return f.id == id; })
+                ->path;
+          };
+          bool share = false;
+          for (const Hop& a : path_of(touched[0])) {
+            for (const Hop& b : path_of(touched[1])) {
+              share |= a.link == b.link && a.dir == b.dir;
             }
           }
+          pairs_sharing += share;
         }
         // Which case each flow is: alone on its link-directions (with the
         // other direction of one of its links busy, or not), or sharing.
