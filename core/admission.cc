@@ -94,7 +94,10 @@ PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
   for (const PolicyInfo* p : policies) {
     work.plans += p->relative_cost * kMaxSearchEvaluations;
   }
-  work.plans += 2 * policies.front()->relative_cost * kMaxSearchEvaluations;
+  // The two bisections of the first policy; the one for the least memory
+  // plans the budget it found once more.
+  work.plans +=
+      policies.front()->relative_cost * (2 * kMaxSearchEvaluations + 1);
   work.plans *= static_cast<double>(profiles);
   return work;
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -170,10 +169,8 @@ absl::StatusOr<DeviceAnswer> FitDevice(const FitOptions& options,
                                device_need(t));
     if (need.has_value()) out.set_min_device_bytes_for_target(*need);
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      BudgetSearch least,
-      SmallestBudgetRetaining(first->name, ctx, judge,
-                              std::numeric_limits<double>::min()));
+  SLACKSWAP_ASSIGN_OR_RETURN(BudgetSearch least,
+                             SmallestFeasibleBudget(first->name, ctx, judge));
   if (least.found) {
     SLACKSWAP_ASSIGN_OR_RETURN(const std::optional<int64_t> need,
                                device_need(least));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/stop.h"
 #include "planner/internal/step_bound.h"
@@ -217,6 +218,30 @@ absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
     }
   }
   out.evaluations = evaluate.count();
+  return out;
+}
+
+absl::StatusOr<BudgetSearch> SmallestFeasibleBudget(absl::string_view policy,
+                                                    const PlanningContext& ctx,
+                                                    const Judge& judge) {
+  PlanningContext probing = ctx;
+  probing.first_feasible_plan = true;
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      BudgetSearch out,
+      SmallestBudgetRetaining(policy, probing, judge,
+                              std::numeric_limits<double>::min()));
+  // The probes' plans are the first feasible ones; the answer is the
+  // policy's best at the budget found.
+  Evaluator evaluate(policy, ctx, judge);
+  SLACKSWAP_ASSIGN_OR_RETURN(auto e, evaluate(out.budget_bytes));
+  if (out.found && !e.second.result.feasible) {
+    return absl::InternalError(absl::StrCat(
+        policy, "'s plan at ", out.budget_bytes,
+        " bytes is infeasible where its first feasible plan was not: ",
+        e.second.result.infeasible_reason));
+  }
+  Keep(out.budget_bytes, e, out);
+  out.evaluations += evaluate.count();
   return out;
 }
 

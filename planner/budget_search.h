@@ -102,6 +102,15 @@ absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
                                                      const Judge& judge,
                                                      double target);
 
+// The smallest activation budget, to 0.1% of the peak, at which `policy`'s
+// plan, judged by `judge`, is feasible: SmallestBudgetRetaining for any
+// share above 0, the same budget, plan and result. Its probes ask the policy
+// only whether it fits (PlanningContext::first_feasible_plan), and the
+// budget found is planned once more in full.
+absl::StatusOr<BudgetSearch> SmallestFeasibleBudget(absl::string_view policy,
+                                                    const PlanningContext& ctx,
+                                                    const Judge& judge);
+
 }  // namespace slackswap
 
 #endif  // SLACKSWAP_PLANNER_BUDGET_SEARCH_H_

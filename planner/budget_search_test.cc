@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "planner/analysis.h"
 #include "testing/graph_builder.h"
+#include "testing/planning_step.h"
 #include "testing/random_graphs.h"
 
 namespace slackswap {
@@ -266,6 +267,66 @@ TEST(BudgetSearchTest, BudgetsWhereNothingCanFitAreNotPlanned) {
   }
   EXPECT_LT(calls[1], calls[0]);
   EXPECT_EQ(found[1].evaluations, calls[1]);
+}
+
+void ExpectSamePlan(const Plan& a, const Plan& b) {
+  ASSERT_EQ(a.decisions.size(), b.decisions.size());
+  for (size_t t = 0; t < a.decisions.size(); ++t) {
+    EXPECT_EQ(a.decisions[t].action, b.decisions[t].action) << "tensor " << t;
+    EXPECT_EQ(a.decisions[t].prefetch_after_op,
+              b.decisions[t].prefetch_after_op)
+        << "tensor " << t;
+  }
+}
+
+// Probing with the first feasible plan (PlanningContext::first_feasible_plan)
+// steers the bisection as the best plan does, and the answer is the best
+// plan at the budget found: the same search, budget, plan and result, and
+// one more plan made.
+TEST(BudgetSearchTest, TheSmallestFeasibleBudgetIsTheBisectionsAnswer) {
+  int found = 0;
+  for (uint32_t seed = 0; seed < 8; ++seed) {
+    SCOPED_TRACE(seed);
+    const testutil::PlanningStep s = testutil::MakePlanningStep(
+        testutil::RandomTrainingStep(seed, {.forward_ops = 16}),
+        testutil::TestLink());
+    const PlanningContext ctx = s.At(s.analysis.unconstrained_peak_bytes);
+    const Judge judge = SimulationJudge("slackswap", ctx, {});
+    absl::StatusOr<BudgetSearch> feasible =
+        SmallestFeasibleBudget("slackswap", ctx, judge);
+    absl::StatusOr<BudgetSearch> retaining = SmallestBudgetRetaining(
+        "slackswap", ctx, judge, std::numeric_limits<double>::min());
+    ASSERT_TRUE(feasible.ok()) << feasible.status();
+    ASSERT_TRUE(retaining.ok()) << retaining.status();
+    EXPECT_EQ(feasible->found, retaining->found);
+    found += retaining->found;
+    EXPECT_EQ(feasible->budget_bytes, retaining->budget_bytes);
+    EXPECT_EQ(feasible->evaluations, retaining->evaluations + 1);
+    EXPECT_EQ(feasible->result.feasible, retaining->result.feasible);
+    EXPECT_EQ(feasible->result.step_ns, retaining->result.step_ns);
+    ExpectSamePlan(feasible->plan, retaining->plan);
+  }
+  EXPECT_EQ(found, 8);
+}
+
+// MinimumFeasibleBudget probes with the first feasible plan too: the budget
+// is the bisection's over the best plans.
+TEST(BudgetSearchTest, TheMinimumFeasibleBudgetIsTheBestPlansOne) {
+  for (uint32_t seed = 0; seed < 8; ++seed) {
+    SCOPED_TRACE(seed);
+    const testutil::PlanningStep s = testutil::MakePlanningStep(
+        testutil::RandomTrainingStep(seed, {.forward_ops = 16}),
+        testutil::TestLink());
+    PlanningContext ctx = s.At(s.analysis.unconstrained_peak_bytes);
+    absl::StatusOr<int64_t> minimum = MinimumFeasibleBudget("slackswap", ctx);
+    absl::StatusOr<BudgetSearch> best = SmallestBudgetRetaining(
+        "slackswap", ctx, SimulationJudge("slackswap", ctx, {}),
+        std::numeric_limits<double>::min());
+    ASSERT_TRUE(minimum.ok()) << minimum.status();
+    ASSERT_TRUE(best.ok()) << best.status();
+    ASSERT_TRUE(best->found);
+    EXPECT_EQ(*minimum, best->budget_bytes);
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ bool JudgeMemo::Serves(const PlanningContext& ctx) {
     analysis_ = &ctx.analysis;
     budget_bytes_ = ctx.budget_bytes;
     max_recompute_tasks_ = ctx.max_recompute_tasks;
+    first_feasible_plan_ = ctx.first_feasible_plan;
     const int64_t elements = static_cast<int64_t>(
         ctx.graph.ops.size() + 2 * ctx.graph.tensors.size() +
         ctx.graph.index.consumers.size());
@@ -20,7 +21,8 @@ bool JudgeMemo::Serves(const PlanningContext& ctx) {
   }
   return graph_ == &ctx.graph && hw_ == &ctx.hw && analysis_ == &ctx.analysis &&
          budget_bytes_ == ctx.budget_bytes &&
-         max_recompute_tasks_ == ctx.max_recompute_tasks;
+         max_recompute_tasks_ == ctx.max_recompute_tasks &&
+         first_feasible_plan_ == ctx.first_feasible_plan;
 }
 
 std::string JudgeMemo::Key(Kind kind, const Plan& plan) {

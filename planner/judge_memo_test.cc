@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "model/hardware.h"
 #include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
 #include "planner/policy.h"
 #include "testing/random_graphs.h"
 
@@ -126,6 +127,25 @@ TEST(JudgeMemoTest, AnotherBudgetIsNotServed) {
   EXPECT_TRUE(fits->result.feasible);
   EXPECT_FALSE(does_not->result.feasible);
   EXPECT_EQ(memo.hits(), 0);
+}
+
+// A search asked only whether it fits stops early (first_feasible_plan):
+// what it found is not served to the whole search at the same budget, nor
+// the other way round.
+TEST(JudgeMemoTest, AFirstFeasibleSearchIsServedApart) {
+  const Step s = MakeStep(5);
+  const Plan plan = Plan::KeepAll(s.graph);
+  JudgeMemo memo;
+  PlanningContext whole = Context(s, 0.5);
+  whole.judge_memo = &memo;
+  PlanningContext first = whole;
+  first.first_feasible_plan = true;
+  ASSERT_TRUE(RecomputeCheapestThatFit(whole, plan).ok());
+  const int64_t hits = memo.hits();
+  ASSERT_TRUE(RecomputeCheapestThatFit(first, plan).ok());
+  EXPECT_EQ(memo.hits(), hits);
+  ASSERT_TRUE(RecomputeCheapestThatFit(whole, plan).ok());
+  EXPECT_GT(memo.hits(), hits);
 }
 
 // Bounded: a memo too small for one judgment remembers none.

@@ -344,6 +344,11 @@ absl::StatusOr<std::optional<Judged>> SearchFewestMoves(
     probe = Probe();
     SLACKSWAP_ASSIGN_OR_RETURN(probe, judge(k));
   }
+  // Asked only whether the policy fits (PlanningContext::first_feasible_plan):
+  // fewer moves that fit would fit all the same.
+  if (ctx.first_feasible_plan && beaten_by == nullptr) {
+    return std::move(probe.judged);
+  }
   Probe best = std::move(probe);
   size_t lo = infeasible_below;
   size_t hi = k;  // fits

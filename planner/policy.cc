@@ -84,6 +84,12 @@ absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
       Judged fit,
       FewestMovesThatFit(ctx, base, CheapestRecomputeMoves(ctx.analysis, base),
                          Tracing::kOn));
+  // Asked only whether it fits: keeping what the budget does not need
+  // would only make a plan that fits faster.
+  if (ctx.first_feasible_plan && fit.result.feasible) {
+    fit.trace.reset();
+    return fit;
+  }
   SLACKSWAP_ASSIGN_OR_RETURN(Judged kept,
                              KeepNeedlessRecomputes(ctx, std::move(fit)));
   // Only KeepNeedlessRecomputes reads a trace; the caller keeps the best
@@ -203,7 +209,9 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
   const PlanningContext& planning = with_memo ? *with_memo : ctx;
   // A baseline slackswap runs again after the round ran it; only a memo
   // that outlives this call can hold it.
-  const bool shares_plans = info->same_plan_every_time && !own_memo.has_value();
+  // A first feasible plan is not the policy's plan for this context.
+  const bool shares_plans = info->same_plan_every_time &&
+                            !own_memo.has_value() && !ctx.first_feasible_plan;
   if (shares_plans) {
     std::optional<Plan> known = planning.judge_memo->RecallPlan(planning, name);
     if (known.has_value()) return *std::move(known);
@@ -282,6 +290,7 @@ absl::StatusOr<int64_t> MinimumFeasibleBudget(absl::string_view policy,
   auto fits = [&](int64_t budget) -> absl::StatusOr<bool> {
     PlanningContext at = ctx;
     at.budget_bytes = budget;
+    at.first_feasible_plan = true;
     SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o,
                                PlanAndSimulate(policy, at, quiet));
     return o.result.feasible;

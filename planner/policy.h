@@ -91,6 +91,13 @@ struct PlanningContext {
   // best plan judged so far (planner/internal/step_bound.h): the same plan
   // with fewer judgments. Tests turn it off to compare.
   bool prune_with_bounds = true;
+  // Set: the caller asks only whether the policy fits the budget (a
+  // bisection for the smallest feasible budget), not for its best plan. A
+  // policy may then return the first feasible plan it judges: its search
+  // up to there is the same, and a feasible plan beats every infeasible
+  // one, so the plan is feasible exactly when the policy's best would be
+  // (slackswap stops there; the other policies ignore it).
+  bool first_feasible_plan = false;
 
   LoweringLimits Lowering() const { return {max_recompute_tasks, should_stop}; }
   // The simulator's options for a plan judged in this context: `report`'s

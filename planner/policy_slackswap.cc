@@ -70,11 +70,24 @@ class SlackSwapPolicy : public Policy {
     SLACKSWAP_ASSIGN_OR_RETURN(Judged best, BestWithinTheSlack(ctx));
     std::string why_swap = kWhySwap;
     std::string why_recompute = kWhyRecompute;
+    // Asked only whether it fits (PlanningContext::first_feasible_plan):
+    // each stage below only ever replaces the plan with a better one, so
+    // once it is feasible the answer is known.
+    const auto answered = [&ctx, &best] {
+      return ctx.first_feasible_plan && best.result.feasible;
+    };
+    const auto explained = [&]() -> absl::StatusOr<Plan> {
+      SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
+          ctx, "fits the budget", why_swap, why_recompute, best.plan));
+      return std::move(best.plan);
+    };
+    if (answered()) return explained();
     SLACKSWAP_ASSIGN_OR_RETURN(std::optional<Judged> repaired,
                                RepairLateSwaps(ctx, best));
     if (repaired.has_value() && Better(repaired->result, best.result)) {
       best = *std::move(repaired);
     }
+    if (answered()) return explained();
     // The other heuristics' plans, and those this request's other policies
     // made: slackswap's answer is never worse than any of them.
     std::vector<Plan> others;
@@ -107,6 +120,7 @@ class SlackSwapPolicy : public Policy {
         why_swap = why_recompute =
             absl::StrCat("as in ", from, "'s plan, which simulated best");
       }
+      if (answered()) return explained();
     }
     if (!best.result.feasible) {
       SLACKSWAP_ASSIGN_OR_RETURN(Judged beyond, SwapBeyondTheSlack(ctx, best));
@@ -115,17 +129,17 @@ class SlackSwapPolicy : public Policy {
         why_swap = kWhySwapBeyond;
       }
     }
+    if (answered()) return explained();
     SLACKSWAP_ASSIGN_OR_RETURN(
         best, RefineBySimulation(ctx, std::move(best), kRefineTrials));
+    if (answered()) return explained();
     // Last, so that what it finds is only ever better than the plan so far.
     const int64_t step_before = best.result.step_ns;
     SLACKSWAP_ASSIGN_OR_RETURN(best, TryOtherCompletions(ctx, std::move(best)));
     if (best.result.step_ns < step_before) {
       why_recompute = kWhyRecomputeOtherwise;
     }
-    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(ctx, "fits the budget", why_swap,
-                                               why_recompute, best.plan));
-    return best.plan;
+    return explained();
   }
 
  private:
@@ -199,6 +213,8 @@ class SlackSwapPolicy : public Policy {
         for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
         SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
                                    RecomputeCheapestThatFit(ctx, base));
+        // Asked only whether it fits: the first feasible level answers.
+        if (ctx.first_feasible_plan && j.result.feasible) return j;
         if (!best.has_value() || Better(j.result, best->result)) {
           best = std::move(j);
         }

@@ -2,8 +2,8 @@
 // one request (a level of the slack that picks the same swaps as another,
 // a baseline slackswap runs again, a seed that is a baseline's plan) is
 // lowered and simulated once. One memo serves one planning context (graph,
-// hardware, analysis, budget, limits); a context that differs from the one
-// it was first used with bypasses it.
+// hardware, analysis, budget, limits, first_feasible_plan); a context that
+// differs from the one it was first used with bypasses it.
 //
 //   JudgeMemo memo;
 //   PlanningContext searching = ctx;
@@ -111,6 +111,9 @@ class JudgeMemo {
   const StepAnalysis* analysis_ = nullptr;
   int64_t budget_bytes_ = 0;
   int64_t max_recompute_tasks_ = 0;
+  // A search asked only whether it fits stops early (RecomputeCheapestThatFit
+  // among them): its answers are not the full search's.
+  bool first_feasible_plan_ = false;
 
   absl::flat_hash_map<std::string, Entry> entries_;
   struct Made {
