@@ -183,20 +183,23 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
   return out;
 }
 
-absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
-                                                     const PlanningContext& ctx,
-                                                     const Judge& judge,
-                                                     double target) {
+namespace {
+
+bool Retains(const SimResult& r, double target) {
+  return r.feasible && r.throughput_retained >= target;
+}
+
+// SmallestBudgetRetaining's bisection, each budget planned with ctx.
+absl::StatusOr<BudgetSearch> Bisect(absl::string_view policy,
+                                    const PlanningContext& ctx,
+                                    const Judge& judge, double target) {
   const int64_t peak =
       std::max<int64_t>(1, ctx.analysis.unconstrained_peak_bytes);
   const int64_t tolerance = Tolerance(ctx);
   Evaluator evaluate(policy, ctx, judge);
-  auto retains = [target](const SimResult& r) {
-    return r.feasible && r.throughput_retained >= target;
-  };
   BudgetSearch out;
   SLACKSWAP_ASSIGN_OR_RETURN(auto top, evaluate(peak));
-  out.found = retains(top.second.result);
+  out.found = Retains(top.second.result, target);
   Keep(peak, top, out);
   int64_t lo = 0;  // does not retain the target
   int64_t hi = peak;
@@ -210,7 +213,7 @@ absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
       continue;
     }
     SLACKSWAP_ASSIGN_OR_RETURN(auto e, evaluate(mid));
-    if (retains(e.second.result)) {
+    if (Retains(e.second.result, target)) {
       hi = mid;
       Keep(mid, e, out);
     } else {
@@ -221,28 +224,48 @@ absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
   return out;
 }
 
-absl::StatusOr<BudgetSearch> SmallestFeasibleBudget(absl::string_view policy,
-                                                    const PlanningContext& ctx,
-                                                    const Judge& judge) {
-  PlanningContext probing = ctx;
-  probing.first_feasible_plan = true;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      BudgetSearch out,
-      SmallestBudgetRetaining(policy, probing, judge,
-                              std::numeric_limits<double>::min()));
-  // The probes' plans are the first feasible ones; the answer is the
-  // policy's best at the budget found.
+// The bisection with each budget planned with `probing`, which asks the
+// policy only for its verdict there (PlanningContext::AsksForAVerdict),
+// then the budget found planned in full with ctx: the same budget, plan and
+// result as with every budget planned in full, for one more plan.
+absl::StatusOr<BudgetSearch> BisectThenPlan(absl::string_view policy,
+                                            const PlanningContext& ctx,
+                                            const PlanningContext& probing,
+                                            const Judge& judge, double target) {
+  SLACKSWAP_ASSIGN_OR_RETURN(BudgetSearch out,
+                             Bisect(policy, probing, judge, target));
+  if (!probing.AsksForAVerdict()) return out;
   Evaluator evaluate(policy, ctx, judge);
   SLACKSWAP_ASSIGN_OR_RETURN(auto e, evaluate(out.budget_bytes));
-  if (out.found && !e.second.result.feasible) {
+  if (out.found && !Retains(e.second.result, target)) {
     return absl::InternalError(absl::StrCat(
-        policy, "'s plan at ", out.budget_bytes,
-        " bytes is infeasible where its first feasible plan was not: ",
-        e.second.result.infeasible_reason));
+        policy, "'s plan at ", out.budget_bytes, " bytes does not retain the ",
+        target, " its plan made for the verdict did: ",
+        e.second.result.feasible ? "" : e.second.result.infeasible_reason));
   }
   Keep(out.budget_bytes, e, out);
   out.evaluations += evaluate.count();
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
+                                                     const PlanningContext& ctx,
+                                                     const Judge& judge,
+                                                     double target) {
+  PlanningContext probing = ctx;
+  if (ctx.prune_with_bounds) probing.enough_retained = target;
+  return BisectThenPlan(policy, ctx, probing, judge, target);
+}
+
+absl::StatusOr<BudgetSearch> SmallestFeasibleBudget(absl::string_view policy,
+                                                    const PlanningContext& ctx,
+                                                    const Judge& judge) {
+  PlanningContext probing = ctx;
+  probing.first_feasible_plan = ctx.prune_with_bounds;
+  return BisectThenPlan(policy, ctx, probing, judge,
+                        std::numeric_limits<double>::min());
 }
 
 }  // namespace slackswap

@@ -96,6 +96,10 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
 // The smallest activation budget, to 0.1% of the peak, at which `policy`'s
 // plan, judged by `judge` (its result's throughput_retained), is feasible
 // and retains at least `target`; found = false when even `peak` does not.
+// Its probes ask the policy only whether its plan retains the target
+// (PlanningContext::enough_retained; with ctx.prune_with_bounds), and the
+// budget found is planned once more in full: the budget, plan and result
+// are those of the bisection with every budget planned in full.
 // REQUIRES: 0 < target <= 1.
 absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
                                                      const PlanningContext& ctx,
@@ -105,8 +109,8 @@ absl::StatusOr<BudgetSearch> SmallestBudgetRetaining(absl::string_view policy,
 // The smallest activation budget, to 0.1% of the peak, at which `policy`'s
 // plan, judged by `judge`, is feasible: SmallestBudgetRetaining for any
 // share above 0, the same budget, plan and result. Its probes ask the policy
-// only whether it fits (PlanningContext::first_feasible_plan), and the
-// budget found is planned once more in full.
+// only whether it fits (PlanningContext::first_feasible_plan, which lets
+// slackswap stop sooner than a share does).
 absl::StatusOr<BudgetSearch> SmallestFeasibleBudget(absl::string_view policy,
                                                     const PlanningContext& ctx,
                                                     const Judge& judge);

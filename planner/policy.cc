@@ -209,9 +209,9 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
   const PlanningContext& planning = with_memo ? *with_memo : ctx;
   // A baseline slackswap runs again after the round ran it; only a memo
   // that outlives this call can hold it.
-  // A first feasible plan is not the policy's plan for this context.
+  // A plan made for a verdict is not the policy's plan for this context.
   const bool shares_plans = info->same_plan_every_time &&
-                            !own_memo.has_value() && !ctx.first_feasible_plan;
+                            !own_memo.has_value() && !ctx.AsksForAVerdict();
   if (shares_plans) {
     std::optional<Plan> known = planning.judge_memo->RecallPlan(planning, name);
     if (known.has_value()) return *std::move(known);
@@ -290,7 +290,7 @@ absl::StatusOr<int64_t> MinimumFeasibleBudget(absl::string_view policy,
   auto fits = [&](int64_t budget) -> absl::StatusOr<bool> {
     PlanningContext at = ctx;
     at.budget_bytes = budget;
-    at.first_feasible_plan = true;
+    at.first_feasible_plan = ctx.prune_with_bounds;
     SLACKSWAP_ASSIGN_OR_RETURN(PlanOutcome o,
                                PlanAndSimulate(policy, at, quiet));
     return o.result.feasible;

@@ -88,8 +88,10 @@ struct PlanningContext {
   // (FairShareGpu), which the policies plan with. Null: one GPU, `hw`.
   const NodeRanks* node = nullptr;
   // Skip candidates that a lower bound on their step shows cannot beat the
-  // best plan judged so far (planner/internal/step_bound.h): the same plan
-  // with fewer judgments. Tests turn it off to compare.
+  // best plan judged so far (planner/internal/step_bound.h), and let the
+  // searches over budgets ask a policy only for its verdict (the two fields
+  // below): the same plan with fewer judgments. Tests turn it off to
+  // compare.
   bool prune_with_bounds = true;
   // Set: the caller asks only whether the policy fits the budget (a
   // bisection for the smallest feasible budget), not for its best plan. A
@@ -98,6 +100,27 @@ struct PlanningContext {
   // one, so the plan is feasible exactly when the policy's best would be
   // (slackswap stops there; the other policies ignore it).
   bool first_feasible_plan = false;
+  // Set (> 0): the caller asks only whether the policy's plan is feasible
+  // and retains at least this share of the ideal throughput (a bisection
+  // for the least memory that keeps a target). A policy may then return
+  // the first plan that does at a point of its search after which its plan
+  // only gets better, so the answer is yes exactly when its best plan's
+  // would be (slackswap: between its stages; the others ignore it).
+  double enough_retained = 0;
+
+  // Whether `r` answers what a caller asking only for a verdict asked
+  // (first_feasible_plan, enough_retained); false when it asked for the
+  // best plan.
+  bool Answers(const SimResult& r) const {
+    return r.feasible &&
+           (first_feasible_plan ||
+            (enough_retained > 0 && r.throughput_retained >= enough_retained));
+  }
+  // Whether the caller asks only for a verdict: the plan made is then not
+  // the policy's plan for this context.
+  bool AsksForAVerdict() const {
+    return first_feasible_plan || enough_retained > 0;
+  }
 
   LoweringLimits Lowering() const { return {max_recompute_tasks, should_stop}; }
   // The simulator's options for a plan judged in this context: `report`'s

@@ -70,12 +70,10 @@ class SlackSwapPolicy : public Policy {
     SLACKSWAP_ASSIGN_OR_RETURN(Judged best, BestWithinTheSlack(ctx));
     std::string why_swap = kWhySwap;
     std::string why_recompute = kWhyRecompute;
-    // Asked only whether it fits (PlanningContext::first_feasible_plan):
-    // each stage below only ever replaces the plan with a better one, so
-    // once it is feasible the answer is known.
-    const auto answered = [&ctx, &best] {
-      return ctx.first_feasible_plan && best.result.feasible;
-    };
+    // Asked only for a verdict (PlanningContext::Answers): each stage below
+    // only ever replaces the plan with a better one, so once the plan
+    // answers, the best would.
+    const auto answered = [&ctx, &best] { return ctx.Answers(best.result); };
     const auto explained = [&]() -> absl::StatusOr<Plan> {
       SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
           ctx, "fits the budget", why_swap, why_recompute, best.plan));
@@ -213,8 +211,8 @@ class SlackSwapPolicy : public Policy {
         for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
         SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
                                    RecomputeCheapestThatFit(ctx, base));
-        // Asked only whether it fits: the first feasible level answers.
-        if (ctx.first_feasible_plan && j.result.feasible) return j;
+        // Asked only for a verdict: the best level is at least this one.
+        if (ctx.Answers(j.result)) return j;
         if (!best.has_value() || Better(j.result, best->result)) {
           best = std::move(j);
         }

@@ -1,9 +1,11 @@
-// slackswap asked only whether it fits (PlanningContext::first_feasible_plan)
-// answers as its best plan does: the plan it returns is feasible exactly
-// when the best is, and where none is feasible it is the same plan. Checked
-// on random training steps at budgets from where nothing fits to where
-// little must move, on one GPU (a latency-free link and a PCIe profile) and
-// on every rank of an 8-GPU node.
+// slackswap asked only for a verdict answers as its best plan does. Asked
+// whether it fits (PlanningContext::first_feasible_plan), the plan it
+// returns is feasible exactly when the best is, and where none is feasible
+// it is the same plan: checked on random training steps at budgets from
+// where nothing fits to where little must move, on one GPU (a latency-free
+// link and a PCIe profile) and on every rank of an 8-GPU node. Asked
+// whether it retains a share (enough_retained), it does exactly when the
+// best does.
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +101,45 @@ TEST(FirstFeasiblePlanTest, OnTheNodeToo) {
   EXPECT_GT(seen.feasible, 25);
   EXPECT_GT(seen.infeasible, 15);
   EXPECT_GT(seen.stopped_early, 12);
+}
+
+// Asked whether its plan retains a share (PlanningContext::enough_retained),
+// slackswap stops between its stages once its plan does: yes exactly when
+// its best plan's would be.
+TEST(FirstFeasiblePlanTest, RetainsAShareExactlyWhenTheBestPlanDoes) {
+  int yes = 0;
+  int no = 0;
+  int stopped_early = 0;
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    RandomStepOptions options;
+    options.forward_ops = 20;
+    const testutil::PlanningStep s = testutil::MakePlanningStep(
+        RandomTrainingStep(seed, options), *FindHardware("a100-80gb-pcie4"));
+    for (double share : {0.45, 0.6, 0.85}) {
+      const PlanningContext best_ctx = s.AtShare(share);
+      absl::StatusOr<PlanOutcome> best =
+          PlanAndSimulate("slackswap", best_ctx, {});
+      ASSERT_TRUE(best.ok()) << best.status();
+      for (double target : {0.8, 0.9, 0.97}) {
+        SCOPED_TRACE(
+            absl::StrCat("seed ", seed, " budget ", share, " target ", target));
+        PlanningContext verdict_ctx = best_ctx;
+        verdict_ctx.enough_retained = target;
+        absl::StatusOr<PlanOutcome> verdict =
+            PlanAndSimulate("slackswap", verdict_ctx, {});
+        ASSERT_TRUE(verdict.ok()) << verdict.status();
+        const auto retains = [target](const SimResult& r) {
+          return r.feasible && r.throughput_retained >= target;
+        };
+        ASSERT_EQ(retains(verdict->result), retains(best->result));
+        (retains(best->result) ? yes : no) += 1;
+        stopped_early += verdict->result.step_ns != best->result.step_ns;
+      }
+    }
+  }
+  EXPECT_GT(yes, 70);
+  EXPECT_GT(no, 18);
+  EXPECT_GT(stopped_early, 50);
 }
 
 }  // namespace
