@@ -216,6 +216,8 @@ absl::StatusOr<PlanOutcome> PlanAndSimulate(absl::string_view policy,
 // The smallest budget, to 0.1% of the unconstrained peak, at which the
 // policy's plan simulates feasible: the lowest activation peak it reaches.
 // Bisection, so it assumes a larger budget never makes a plan infeasible.
+// Each budget asks the policy only whether it fits (first_feasible_plan,
+// with ctx.prune_with_bounds): the same budget as with its best plans.
 // REQUIRES: policy is not ideal (which has no budget).
 absl::StatusOr<int64_t> MinimumFeasibleBudget(absl::string_view policy,
                                               const PlanningContext& ctx);
