@@ -94,10 +94,10 @@ PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
   for (const PolicyInfo* p : policies) {
     work.plans += p->relative_cost * kMaxSearchEvaluations;
   }
-  // The two bisections of the first policy; the one for the least memory
-  // plans the budget it found once more.
+  // The two bisections of the first policy, each planning the budget it
+  // found once more in full.
   work.plans +=
-      policies.front()->relative_cost * (2 * kMaxSearchEvaluations + 1);
+      policies.front()->relative_cost * (2 * kMaxSearchEvaluations + 2);
   work.plans *= static_cast<double>(profiles);
   return work;
 }

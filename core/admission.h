@@ -71,7 +71,8 @@ PlanningWork SweepWork(const std::vector<const PolicyInfo*>& policies,
                        double optimal_time_limit_s);
 
 // A Fit request: per profile, each policy's device search and the first
-// policy's two bisections (the target, the least memory).
+// policy's two bisections (the target, the least memory), each ending with
+// one plan made in full.
 PlanningWork FitWork(const std::vector<const PolicyInfo*>& policies,
                      int64_t profiles);
 
