@@ -238,10 +238,13 @@ absl::StatusOr<BudgetSearch> BisectThenPlan(absl::string_view policy,
   Evaluator evaluate(policy, ctx, judge);
   SLACKSWAP_ASSIGN_OR_RETURN(auto e, evaluate(out.budget_bytes));
   if (out.found && !Retains(e.second.result, target)) {
+    const SimResult& r = e.second.result;
     return absl::InternalError(absl::StrCat(
-        policy, "'s plan at ", out.budget_bytes, " bytes does not retain the ",
-        target, " its plan made for the verdict did: ",
-        e.second.result.feasible ? "" : e.second.result.infeasible_reason));
+        policy, "'s plan at ", out.budget_bytes, " bytes ",
+        r.feasible ? absl::StrCat("retains ", r.throughput_retained,
+                                  " of the ideal, under the target ", target)
+                   : absl::StrCat("is infeasible (", r.infeasible_reason, ")"),
+        ", where the plan it made when asked only for a verdict met it"));
   }
   Keep(out.budget_bytes, e, out);
   out.evaluations += evaluate.count();
