@@ -1,6 +1,7 @@
 // One device's Fit answer, shared by a Fit over GPUs (core/fit_step.cc)
 // and a job's Fit over nodes (core/fit_job.cc): every policy's search for
-// the largest activation budget whose plan fits the whole device, the
+// the largest activation budget whose plan fits the whole device (or a
+// smaller one whose plan is as fast; planner/budget_search.h), the
 // fastest that fits (or the plan that needs least), and the least memory
 // that keeps the target share; then the answers ranked.
 //

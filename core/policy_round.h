@@ -58,7 +58,8 @@ struct PolicyRunner {
                                   double* seconds) const;
 
   // The policy's plan at the largest activation budget up to `start` whose
-  // plan `judge` accepts (planner/budget_search.h), with its result; the
+  // plan `judge` accepts (or a smaller one whose plan is as fast;
+  // planner/budget_search.h), with its result; the
   // search's whole time counts as planning.
   absl::StatusOr<PlanOutcome> Search(const std::string& policy,
                                      const Judge& judge, int64_t start,

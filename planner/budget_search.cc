@@ -121,8 +121,10 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
   Evaluator evaluate(policy, ctx, judge);
   BudgetSearch out;
   // Budgets known to exceed the limit start at `over` (-1: none yet); below
-  // `under` the policy has no feasible plan.
+  // `under` the policy has no feasible plan. The step of the plan at
+  // `over` when it ran (-1: it did not, or no such plan).
   int64_t over = -1;
+  int64_t over_step_ns = -1;
   int64_t under = 0;
   bool have_nearest = false;
   int64_t nearest_excess = 0;
@@ -136,6 +138,15 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
     if (evaluate.count() > 0) {
       // Nothing above `start` to try when it did not exceed the limit.
       if (over < 0 || over - lo <= tolerance) break;
+      // The plan that fits is as fast as the plan at the smallest budget
+      // over the limit: the budgets between have plans no faster, if a
+      // larger budget's plan is no slower (what SmallestBudgetRetaining's
+      // bisection assumes too). The fastest plan that fits is found, and
+      // the one with the most room left of the equally fast ones tried.
+      if (out.found && over_step_ns >= 0 &&
+          out.result.step_ns <= over_step_ns) {
+        break;
+      }
       if (!(next > lo && next < over)) next = lo + (over - lo) / 2;
     }
     const int64_t budget = next;
@@ -152,10 +163,12 @@ absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
         // Above a budget that fits, an infeasible plan bounds the search
         // like one that exceeds the limit.
         (out.found ? over : under) = budget;
+        if (out.found) over_step_ns = -1;
         if (!out.found && !have_nearest) Keep(budget, e, out);
         break;
       case Verdict::kOver: {
         over = budget;
+        over_step_ns = e.second.result.feasible ? e.second.result.step_ns : -1;
         const int64_t excess = e.second.excess;
         if (!out.found) {
           if (excess > 0) {

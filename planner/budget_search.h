@@ -16,7 +16,9 @@
 // measured (a plan's reserved peak falls about as much as its budget),
 // twice as far each time a step did not shrink the excess (the reserved
 // peak moves in the allocator's blocks), then bisects to 0.1% of the
-// unconstrained peak.
+// unconstrained peak, or until the plan that fits is as fast as the plan
+// at the smallest budget over the limit (docs/PLANNERS.md, "The device
+// budget").
 #ifndef SLACKSWAP_PLANNER_BUDGET_SEARCH_H_
 #define SLACKSWAP_PLANNER_BUDGET_SEARCH_H_
 
@@ -55,9 +57,9 @@ using Judge =
 
 struct BudgetSearch {
   // Some budget's plan fits; then budget/plan/result are the largest such
-  // budget's. Otherwise they are the plan that came nearest (the least
-  // excess among feasible plans, the lowest budget on a tie), or, when no
-  // plan was feasible, the last tried.
+  // budget's the search tried. Otherwise they are the plan that came nearest
+  // (the least excess among feasible plans, the lowest budget on a tie), or,
+  // when no plan was feasible, the last tried.
   bool found = false;
   int64_t budget_bytes = 0;
   Plan plan;
@@ -86,7 +88,10 @@ Judge AllMemoryJudge(absl::string_view policy, const PlanningContext& ctx,
 
 // Searches activation budgets in (0, start] for `policy`, each planned with
 // ctx (its budget replaced) and judged by `judge`, assuming a smaller budget
-// is no more likely to exceed the limit. Polls ctx.should_stop.
+// is no more likely to exceed the limit and a larger one's plan is no
+// slower: it stops once the plan that fits is as fast as the plan at the
+// smallest budget found over the limit (budgets between would plan no
+// faster), else at the tolerance. Polls ctx.should_stop.
 // REQUIRES: policy is not ideal; start > 0.
 absl::StatusOr<BudgetSearch> LargestFittingBudget(absl::string_view policy,
                                                   const PlanningContext& ctx,

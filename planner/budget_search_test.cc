@@ -4,6 +4,7 @@
 #include "planner/budget_search.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -94,6 +95,53 @@ TEST(BudgetSearchTest, FindsTheLargestBudgetUnderALimit) {
   }
 }
 
+// `judge` with each plan's step replaced by step_at(budget).
+Judge WithSteps(const Judge& judge,
+                const std::function<int64_t(int64_t)>& step_at) {
+  return [judge, step_at](const Plan& plan,
+                          int64_t budget) -> absl::StatusOr<Judgement> {
+    absl::StatusOr<Judgement> j = judge(plan, budget);
+    if (j.ok()) j->result.step_ns = step_at(budget);
+    return j;
+  };
+}
+
+TEST(BudgetSearchTest, AFitAsFastAsThePlanOverTheLimitEndsTheSearch) {
+  // Steps that stop falling at a third of the peak: the plan there is as
+  // fast as any at a larger budget. Under a limit at 60% the search ends
+  // on a budget from that third up, as fast as the plan over the limit,
+  // in fewer plans than with steps that fall all the way, where it
+  // bisects to the tolerance.
+  Fixture f;
+  const PlanningContext ctx = f.Context();
+  const int64_t limit = f.peak * 6 / 10;
+  const int64_t flat_from = f.peak / 3;
+  constexpr int64_t kFastest = 1000000;
+  int calls = 0;
+  const Judge exact = ActivationLimit(ctx, "slackswap", limit, &calls);
+  absl::StatusOr<BudgetSearch> flat = LargestFittingBudget(
+      "slackswap", ctx,
+      WithSteps(exact,
+                [&](int64_t budget) {
+                  return kFastest + std::max<int64_t>(0, flat_from - budget);
+                }),
+      f.peak);
+  absl::StatusOr<BudgetSearch> falling = LargestFittingBudget(
+      "slackswap", ctx,
+      WithSteps(exact,
+                [&](int64_t budget) { return kFastest + (f.peak - budget); }),
+      f.peak);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  ASSERT_TRUE(falling.ok()) << falling.status();
+  ASSERT_TRUE(flat->found);
+  ASSERT_TRUE(falling->found);
+  EXPECT_EQ(flat->result.step_ns, kFastest);
+  EXPECT_GE(flat->budget_bytes, flat_from);
+  EXPECT_LE(flat->result.peak_activation_bytes, limit);
+  EXPECT_GE(falling->budget_bytes, limit - f.tolerance);
+  EXPECT_LT(flat->evaluations, falling->evaluations);
+}
+
 TEST(BudgetSearchTest, AnExcessThatUnderstatesTheStepStillConverges) {
   // The reserved peak moves in the allocator's blocks: a budget lowered by
   // the excess measured can exceed by as much again. A judge that reports
@@ -155,18 +203,6 @@ TEST(BudgetSearchTest, TheDeviceJudgeFitsTheReservedPeak) {
   absl::StatusOr<BudgetSearch> s = LargestFittingBudget(
       "slackswap", ctx, DeviceJudge("slackswap", ctx, report), f.peak);
   ASSERT_TRUE(s.ok()) << s.status();
-  std::cerr << "keep_all " << keep_all << " static " << all->static_bytes
-            << " peak " << f.peak << " reserved "
-            << all->device->peak_reserved_bytes << " evals " << s->evaluations
-            << " budget " << s->budget_bytes << " req "
-            << s->result.device->required_bytes << " feasible "
-            << s->result.feasible << " act " << s->result.peak_activation_bytes
-            << " cap " << s->result.device->capacity_bytes << " live "
-            << s->result.device->peak_live_bytes << " trans "
-            << s->result.peak_transient_bytes << " alloc "
-            << s->result.device->peak_allocated_bytes << " steps "
-            << s->result.device->steps << " allpeaklive "
-            << all->device->peak_live_bytes << "\n";
   ASSERT_TRUE(s->found);
   ASSERT_TRUE(s->result.device.has_value());
   EXPECT_TRUE(s->result.device->fits);
