@@ -52,8 +52,25 @@ python3 - "$OUT" <<'EOF'
 import json, os, sys
 
 out = sys.argv[1]
+
+
+def answers(name, response):
+    """(answer, budget bytes, retained, headroom bytes) of every answer."""
+    if name.startswith("fit"):
+        for r in response["results"]:
+            where = " ".join(filter(None, (r.get("node_name"), r.get("layout_name"), r["hardware_name"])))
+            yield (where, int(r.get("budget_bytes", 0)), r.get("throughput_retained", 0),
+                   int(r.get("headroom_bytes", 0)))
+        return
+    for p in response["results"]:
+        r = p["result"]
+        d = r.get("device", {})
+        yield (p["policy"], int(r.get("budget_bytes", 0)), r.get("throughput_retained", 0),
+               int(d.get("capacity_bytes", 0)) - int(d.get("required_bytes", 0)))
+
+
 files = sorted(os.listdir(os.path.join(out, "new")))
-moved = []
+moved = []  # (output, answer, old, new)
 refused = 0
 for name in files:
     texts = [open(os.path.join(out, d, name)).read() for d in ("old", "new")]
@@ -62,32 +79,15 @@ for name in files:
     except json.JSONDecodeError:
         refused += 1
         if texts[0] != texts[1]:
-            moved.append((name, "refused differently", 1, 1, 0, 0, 0, 0))
+            print(f"{name}: refused differently:\n  old: {texts[0].strip()}\n  new: {texts[1].strip()}")
         continue
-    if name.startswith("fit"):
-        for o, n in zip(old["results"], new["results"]):
-            if o.get("budget_bytes", "0") == n.get("budget_bytes", "0"):
-                continue
-            where = " ".join(filter(None, (o.get("node_name"), o.get("layout_name"), o["hardware_name"])))
-            moved.append((name, where, int(o.get("budget_bytes", 0)), int(n.get("budget_bytes", 0)),
-                          o.get("throughput_retained", 0), n.get("throughput_retained", 0),
-                          int(o.get("headroom_bytes", 0)), int(n.get("headroom_bytes", 0))))
-    else:
-        def headroom(r):
-            d = r.get("device", {})
-            return int(d.get("capacity_bytes", 0)) - int(d.get("required_bytes", 0))
-        for o, n in zip(old["results"], new["results"]):
-            ro, rn = o["result"], n["result"]
-            if ro.get("budget_bytes", "0") == rn.get("budget_bytes", "0"):
-                continue
-            moved.append((name, o["policy"], int(ro.get("budget_bytes", 0)), int(rn.get("budget_bytes", 0)),
-                          ro.get("throughput_retained", 0), rn.get("throughput_retained", 0),
-                          headroom(ro), headroom(rn)))
-print(f"{len(files)} commands ({refused} refused in both builds); {len(moved)} answers moved, in {len(set(m[0] for m in moved))} outputs")
+    for o, n in zip(answers(name, old), answers(name, new)):
+        if o[1:] != n[1:]:
+            moved.append((name, o[0], o, n))
+print(f"{len(files)} commands ({refused} refused); {len(moved)} answers moved, in {len(set(m[0] for m in moved))} outputs")
 print(f"{'output':34} {'answer':34} {'budget new/old':>14} {'retained old':>13} {'new':>13} {'headroom GB old':>15} {'new':>8}")
-for m in moved:
-    print(f"{m[0]:34} {m[1]:34} {m[3] / m[2]:14.4f} {m[4]:13.10f} {m[5]:13.10f} {m[6] / 1e9:15.3f} {m[7] / 1e9:8.3f}")
-slower = [m for m in moved if m[5] < m[4]]
-print(f"answers slower than before: {len(slower)}")
+for name, answer, o, n in moved:
+    print(f"{name:34} {answer:34} {n[1] / o[1]:14.4f} {o[2]:13.10f} {n[2]:13.10f} {o[3] / 1e9:15.3f} {n[3] / 1e9:8.3f}")
+print(f"answers slower than before: {sum(1 for m in moved if m[3][2] < m[2][2])}")
 EOF
 rm -rf "$OUT"
