@@ -37,33 +37,23 @@ void SortSmall(std::vector<int32_t>* out) {
 
 }  // namespace
 
-int32_t FlowNetwork::AddLink(const LinkCapacity& capacity,
-                             Directions directions) {
+int32_t FlowNetwork::AddLink(const LinkCapacity& capacity) {
   const int32_t link = static_cast<int32_t>(links_.size());
   links_.push_back(capacity);
-  first_unit_.push_back(static_cast<int32_t>(units_.size()));
-  // Apart only where the other direction cannot change a capacity: the
-  // rates stay those of a shared link whatever the caller says.
-  const bool apart = directions == Directions::kIndependent &&
-                     capacity.both_h2d == capacity.h2d &&
-                     capacity.both_d2h == capacity.d2h;
-  if (apart) {
-    units_.push_back({link, 0});
-    units_.push_back({link, 1});
-  } else {
-    units_.push_back({link, kBothDirections});
-  }
-  unit_flows_.resize(units_.size());
-  unit_seen_.resize(units_.size(), false);
-  dir_flows_.push_back(0);
-  dir_flows_.push_back(0);
+  // Indexed by link-direction: D2H (0), then H2D (1).
+  slowed_by_other_.push_back(capacity.both_d2h != capacity.d2h);
+  slowed_by_other_.push_back(capacity.both_h2d != capacity.h2d);
+  ld_flows_.resize(2 * links_.size());
+  ld_seen_.resize(2 * links_.size(), false);
+  dir_flows_.resize(2 * links_.size(), 0);
   remaining_.resize(2 * links_.size(), 0);
   unfrozen_.resize(2 * links_.size(), 0);
   return link;
 }
 
-int32_t FlowNetwork::UnitOf(const Hop& hop) const {
-  return UnitOf(hop.link, DirIndex(hop.dir));
+inline void FlowNetwork::SeedOtherDirection(int32_t ld) {
+  const int32_t other = ld ^ 1;
+  if (slowed_by_other_[other] && dir_flows_[other] > 0) seed_.push_back(other);
 }
 
 int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
@@ -77,12 +67,15 @@ int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
   flow.rate = 0;
   flow.active = true;
   ++num_active_;
+  seed_.clear();
   for (const Hop& hop : flow.path) {
-    std::vector<int32_t>& on = unit_flows_[UnitOf(hop)];
+    const int32_t ld = LinkDirIndex(hop);
+    std::vector<int32_t>& on = ld_flows_[ld];
     on.insert(std::lower_bound(on.begin(), on.end(), id), id);
-    ++dir_flows_[LinkDirIndex(hop)];
+    seed_.push_back(ld);
+    if (++dir_flows_[ld] == 1) SeedOtherDirection(ld);
   }
-  Recompute(id, flow.path);
+  Recompute(id);
   return id;
 }
 
@@ -91,14 +84,15 @@ void FlowNetwork::EndFlow(int32_t flow) {
   f.active = false;
   f.rate = 0;
   --num_active_;
+  seed_.clear();
   for (const Hop& hop : f.path) {
-    std::vector<int32_t>& on = unit_flows_[UnitOf(hop)];
+    const int32_t ld = LinkDirIndex(hop);
+    std::vector<int32_t>& on = ld_flows_[ld];
     on.erase(std::lower_bound(on.begin(), on.end(), flow));
-    --dir_flows_[LinkDirIndex(hop)];
+    seed_.push_back(ld);
+    if (--dir_flows_[ld] == 0) SeedOtherDirection(ld);
   }
-  // The path stays in the slot (for its capacity), so it can seed the search
-  // for the flows that shared its links.
-  Recompute(-1, f.path);
+  Recompute(-1);
 }
 
 int32_t FlowNetwork::num_links() const {
@@ -113,24 +107,34 @@ double FlowNetwork::Capacity(int32_t link, int32_t dir, bool both) const {
   return both ? c.both_d2h : c.d2h;
 }
 
-void FlowNetwork::Recompute(int32_t started, absl::Span<const Hop> seed) {
+void FlowNetwork::Recompute(int32_t started) {
+  if (recompute_everything_) {
+    seed_.clear();
+    for (int32_t ld = 0; ld < static_cast<int32_t>(ld_flows_.size()); ++ld) {
+      if (dir_flows_[ld] > 0) seed_.push_back(ld);
+    }
+    FindComponent(started);
+    FillRates();
+    return;
+  }
   // Most components are one flow (a copy on links no other copy crosses, or
   // the one left when the other ends) or two (the two GPUs behind a switch
   // over its uplink): most of the node benchmarks' starts and ends.
-  if (fast_paths_ && RecomputeSmallComponent(started, seed)) return;
-  FindComponent(started, seed);
+  if (fast_paths_ && RecomputeSmallComponent(started)) return;
+  FindComponent(started);
   FillRates();
 }
 
-bool FlowNetwork::RecomputeSmallComponent(int32_t started,
-                                          absl::Span<const Hop> seed) {
+bool FlowNetwork::RecomputeSmallComponent(int32_t started) {
   // The component's flows, at most two, ascending: the one started, those
-  // on the seed's units, then those on theirs, until nothing new turns up.
+  // on the seed's link-directions, then those on theirs, until nothing new
+  // turns up.
   int32_t members[2];
   int32_t count = 0;
   if (started >= 0) members[count++] = started;
-  const auto take_unit = [&](int32_t unit) {
-    for (int32_t id : unit_flows_[unit]) {
+  const auto take = [&](int32_t ld) {
+    if (dir_flows_[ld] > 2) return false;
+    for (int32_t id : ld_flows_[ld]) {
       if (count > 0 && members[0] == id) continue;
       if (count > 1 && members[1] == id) continue;
       if (count == 2) return false;
@@ -138,12 +142,12 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started,
     }
     return true;
   };
-  for (const Hop& hop : seed) {
-    if (!take_unit(UnitOf(hop))) return false;
+  for (int32_t ld : seed_) {
+    if (!take(ld)) return false;
   }
   for (int32_t k = 0; k < count; ++k) {  // count may grow while this runs
     for (const Hop& hop : flows_[members[k]].path) {
-      if (!take_unit(UnitOf(hop))) return false;
+      if (!take(LinkDirIndex(hop))) return false;
     }
   }
   if (count == 2 && members[0] > members[1]) {
@@ -240,54 +244,39 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started,
   return true;
 }
 
-void FlowNetwork::FindComponent(int32_t started, absl::Span<const Hop> seed) {
+void FlowNetwork::FindComponent(int32_t started) {
   // All false between calls: only what this search marks is reset.
-  component_units_.clear();
+  component_lds_.clear();
   touched_.clear();
-  auto visit = [this](int32_t unit) {
-    if (unit_seen_[unit]) return;
-    unit_seen_[unit] = true;
-    component_units_.push_back(unit);
+  auto visit = [this](int32_t ld) {
+    if (ld_seen_[ld]) return;
+    ld_seen_[ld] = true;
+    component_lds_.push_back(ld);
   };
   if (started >= 0) {
     flows_[started].seen = true;
     touched_.push_back(started);
   }
-  for (const Hop& hop : seed) visit(UnitOf(hop));
-  // Breadth-first over units, component_units_ doubling as the queue: no
-  // recursion, whatever the network's shape.
-  for (size_t i = 0; i < component_units_.size(); ++i) {
-    const int32_t unit = component_units_[i];
-    for (int32_t id : unit_flows_[unit]) {
+  for (int32_t ld : seed_) visit(ld);
+  // Breadth-first over link-directions, component_lds_ doubling as the
+  // queue: no recursion, whatever the network's shape.
+  for (size_t i = 0; i < component_lds_.size(); ++i) {
+    for (int32_t id : ld_flows_[component_lds_[i]]) {
       Flow& f = flows_[id];
       if (f.seen) continue;
       f.seen = true;
       touched_.push_back(id);
-      for (const Hop& hop : f.path) visit(UnitOf(hop));
+      for (const Hop& hop : f.path) visit(LinkDirIndex(hop));
     }
   }
-  for (int32_t unit : component_units_) unit_seen_[unit] = false;
+  for (int32_t ld : component_lds_) ld_seen_[ld] = false;
   for (int32_t id : touched_) flows_[id].seen = false;
-  SortSmall(&component_units_);
+  SortSmall(&component_lds_);
   SortSmall(&touched_);
 }
 
 void FlowNetwork::FillRates() {
-  // The link-directions of the component's units, ascending.
-  auto for_each_dir = [this](int32_t unit, auto&& f) {
-    const Unit& u = units_[unit];
-    if (u.dir != kBothDirections) {
-      f(u.link, u.dir);
-      return;
-    }
-    f(u.link, 0);
-    f(u.link, 1);
-  };
-  for (int32_t unit : component_units_) {
-    for_each_dir(unit, [this](int32_t link, int32_t dir) {
-      unfrozen_[2 * link + dir] = dir_flows_[2 * link + dir];
-    });
-  }
+  for (int32_t ld : component_lds_) unfrozen_[ld] = dir_flows_[ld];
   for (int32_t id : touched_) {
     Flow& f = flows_[id];
     // A flow alone on every link-direction it crosses (one that crosses no
@@ -316,14 +305,10 @@ void FlowNetwork::FillRates() {
   }
   // Ascending link-directions: the first smallest share wins a tie.
   candidates_.clear();
-  for (int32_t unit : component_units_) {
-    for_each_dir(unit, [this](int32_t link, int32_t dir) {
-      const int32_t ld = 2 * link + dir;
-      if (unfrozen_[ld] == 0) return;
-      const bool both = dir_flows_[2 * link + (1 - dir)] > 0;
-      remaining_[ld] = Capacity(link, dir, both);
-      candidates_.push_back(ld);
-    });
+  for (int32_t ld : component_lds_) {
+    if (unfrozen_[ld] == 0) continue;
+    remaining_[ld] = Capacity(ld / 2, ld % 2, dir_flows_[ld ^ 1] > 0);
+    candidates_.push_back(ld);
   }
   while (!candidates_.empty()) {
     size_t best = 0;
@@ -337,16 +322,9 @@ void FlowNetwork::FillRates() {
         best_share = share;
       }
     }
-    const int32_t ld = candidates_[best];
-    const int32_t link = ld / 2;
-    for (int32_t id : unit_flows_[UnitOf(link, ld % 2)]) {
+    for (int32_t id : ld_flows_[candidates_[best]]) {
       Flow& f = flows_[id];
       if (f.frozen) continue;
-      bool crosses = false;
-      for (const Hop& hop : f.path) {
-        if (hop.link == link && LinkDirIndex(hop) == ld) crosses = true;
-      }
-      if (!crosses) continue;
       f.frozen = true;
       f.rate = best_share;
       for (const Hop& hop : f.path) {

@@ -27,11 +27,19 @@
 // inf - inf = NaN). A caller that moves bytes at the rate must not create
 // such a flow.
 //
-// Rates are recomputed eagerly on StartFlow and EndFlow, for the changed
-// flow's connected component(s) only: flows in other components share no
-// link with it, so their rates cannot change (and are not recomputed, so
-// they stay the same doubles). docs/SIMULATOR.md ("Shared links: max-min
-// fairness") has a worked example.
+// Rates are recomputed eagerly on StartFlow and EndFlow, for the flows
+// whose rates can change only: the connected component(s), over
+// link-directions, of the flow started or ended. Two flows are tied when
+// they cross one link-direction; a link's two directions are tied only
+// through the other direction's capacity, which changes when a direction
+// gains its first flow or loses its last (and only on a link whose
+// both-directions figures differ from its one-way ones). So a start or end
+// refills the components of the link-directions its path crosses, and of
+// the other directions of those whose flows it took from zero or to zero.
+// Every other component's flows keep their rates: its filling would give
+// the same bits (a component's rounds read and write only its own
+// link-directions), so they are not recomputed. docs/SIMULATOR.md
+// ("Shared links: max-min fairness") has a worked example.
 //
 // Two shortcuts give the filling's bits without running it: a flow alone
 // on every link-direction it crosses gets the smallest of their capacities
@@ -40,15 +48,6 @@
 // flows (a copy on links no other copy crosses, the one left when the other
 // ends, two GPUs' copies over a switch's uplink) is found and filled
 // without the search and its lists.
-//
-// A link whose directions do not slow each other (an NVLink port: its
-// both-directions figures are its one-way ones) can say so when it is
-// added (Directions::kIndependent): its two directions are then apart in
-// the search for components, so flows that meet only on opposite
-// directions of it are not recomputed together. Their rates are the same
-// bits either way (the filling of one never reads the other's counts but
-// for a capacity that is the same both ways), and fewer flows are touched
-// (a ring collective's flows over NVLink are each a component of one).
 //
 // Deterministic bit for bit: fixed iteration orders, no hashing, no
 // threads. Networks are small (a node: ~100 links, a few hundred flows); a
@@ -80,16 +79,11 @@ struct Hop {
   LinkDir dir;
 };
 
-// Whether a link's directions slow each other (see the top of this file).
-enum class Directions : uint8_t { kShared, kIndependent };
-
 class FlowNetwork {
  public:
   // REQUIRES: every rate > 0 (std::numeric_limits<double>::infinity() is a
-  // link that never limits). kIndependent applies only where both_h2d ==
-  // h2d and both_d2h == d2h; any other link stays kShared.
-  int32_t AddLink(const LinkCapacity& capacity,
-                  Directions directions = Directions::kShared);
+  // link that never limits).
+  int32_t AddLink(const LinkCapacity& capacity);
 
   // Starts a flow over `path` (one hop per link at most) and returns its id:
   // the smallest id no active flow holds (ids of ended flows are reused). An
@@ -104,11 +98,11 @@ class FlowNetwork {
   double Rate(int32_t flow) const { return flows_[flow].rate; }
 
   // The active flows whose rate may have changed with the last StartFlow or
-  // EndFlow: those sharing a link (either direction; only the same
-  // direction of a kIndependent link) with the flow started or ended, and
-  // those sharing one with them, transitively; the started flow itself
-  // included, the ended one not. Ascending ids. A caller
-  // re-reads only these rates. Valid until the next StartFlow or EndFlow.
+  // EndFlow: the components (top of this file) of the link-directions the
+  // flow started or ended crosses, and of the other directions whose
+  // capacity it changed; the started flow itself included, the ended one
+  // not. Ascending ids. A caller re-reads only these rates. Valid until the
+  // next StartFlow or EndFlow.
   absl::Span<const int32_t> Touched() const { return touched_; }
 
   int32_t num_links() const;
@@ -118,6 +112,10 @@ class FlowNetwork {
   // for a flow alone on its link-directions: the same rates, bit for bit,
   // which tests check by running both.
   void DisableFastPathsForTesting() { fast_paths_ = false; }
+  // Every StartFlow and EndFlow refills every active flow that crosses a
+  // link (all of them in Touched()): the same rates, bit for bit, which
+  // tests check by running both.
+  void RecomputeEverythingForTesting() { recompute_everything_ = true; }
 
  private:
   struct Flow {
@@ -129,54 +127,45 @@ class FlowNetwork {
     bool frozen = false;
   };
 
-  // What the search for components walks: a link, or one direction of a
-  // kIndependent link. Units are numbered in link order, a kIndependent
-  // link's two in direction order, so ascending units visit link-directions
-  // in ascending order.
-  struct Unit {
-    int32_t link;
-    int32_t dir;  // kBothDirections, or the one direction (DirIndex)
-  };
-  static constexpr int32_t kBothDirections = -1;
-  int32_t UnitOf(int32_t link, int32_t dir) const {
-    const int32_t first = first_unit_[link];
-    return units_[first].dir == kBothDirections ? first : first + dir;
-  }
-  int32_t UnitOf(const Hop& hop) const;
-
+  // After `ld` gained its first flow or lost its last: the other
+  // direction's flows, if its capacity changed, seed the recompute.
+  void SeedOtherDirection(int32_t ld);
   // Finds the component(s) reachable from `started` (a flow id, or -1) and
-  // the links of `seed` (into touched_), and refills their rates.
-  void Recompute(int32_t started, absl::Span<const Hop> seed);
+  // the link-directions in seed_ (into touched_), and refills their rates.
+  void Recompute(int32_t started);
   // When the component(s) Recompute would search hold at most two flows:
   // their rates, FillRates' bits, and touched_, without the search; says
   // true. Else false, and nothing changes.
-  bool RecomputeSmallComponent(int32_t started, absl::Span<const Hop> seed);
-  void FindComponent(int32_t started, absl::Span<const Hop> seed);
+  bool RecomputeSmallComponent(int32_t started);
+  void FindComponent(int32_t started);
   void FillRates();
   // The capacity of `link` in `dir`, given whether a flow crosses it the
   // other way.
   double Capacity(int32_t link, int32_t dir, bool both) const;
 
   std::vector<LinkCapacity> links_;
-  std::vector<int32_t> first_unit_;  // by link
-  std::vector<Unit> units_;
+  // Per link-direction (index 2 x link + dir): whether the other direction
+  // being busy lowers its capacity.
+  std::vector<char> slowed_by_other_;
   std::vector<Flow> flows_;  // by id; inactive slots are free ids
   int32_t num_active_ = 0;
 
-  // Active flows on each unit, ascending ids, and per link-direction (index
-  // 2 x link + dir) how many: kept as flows start and end.
-  std::vector<std::vector<int32_t>> unit_flows_;
+  // Per link-direction, its active flows, ascending ids, and how many: kept
+  // as flows start and end.
+  std::vector<std::vector<int32_t>> ld_flows_;
   std::vector<int32_t> dir_flows_;
   // Scratch, sized as links are added and kept for its capacity; the seen
   // flags are all false between calls.
-  std::vector<char> unit_seen_;
-  std::vector<int32_t> component_units_;  // ascending after FindComponent
-  std::vector<int32_t> touched_;          // ascending
+  std::vector<int32_t> seed_;  // link-directions a recompute starts from
+  std::vector<char> ld_seen_;
+  std::vector<int32_t> component_lds_;  // ascending after FindComponent
+  std::vector<int32_t> touched_;        // ascending
   // Progressive filling's state per link-direction of the component.
   std::vector<double> remaining_;
   std::vector<int32_t> unfrozen_;
   std::vector<int32_t> candidates_;  // link-directions with unfrozen flows
   bool fast_paths_ = true;
+  bool recompute_everything_ = false;
 };
 
 }  // namespace slackswap

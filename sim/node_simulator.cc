@@ -315,18 +315,17 @@ class NodeLinks final : public SharedLinks {
     return static_cast<double>(bytes) / (rate * static_cast<double>(step_ns));
   }
 
-  int32_t AddLink(std::string name, const LinkCapacity& capacity,
-                  Directions directions = Directions::kShared) {
+  int32_t AddLink(std::string name, const LinkCapacity& capacity) {
     usage_.push_back({.name = std::move(name)});
     caps_.push_back(capacity);
-    return net_.AddLink(capacity, directions);
+    return net_.AddLink(capacity);
   }
 
   // GPU-to-GPU links: each rank's GPU's NVLink port, or, without NVLink,
   // the link between the sockets (PCIe peer traffic crosses the GPUs' own
   // links and the switches' uplinks, which exist already). Each carries
-  // its full rate both ways at once, so its directions are apart in the
-  // network (a ring's flows over NVLink are then each alone).
+  // its full rate both ways at once, so one direction's flows never change
+  // the other's rates (a ring's flows over NVLink are then each alone).
   void AddPeerLinks(const std::vector<bool>& socket_used) {
     nvlink_.assign(node_.num_gpus, kNone);
     if (node_.nvlink_gbps > 0) {
@@ -334,8 +333,7 @@ class NodeLinks final : public SharedLinks {
       for (const RankStep& rank : ranks_) {
         nvlink_[rank.gpu] =
             AddLink(absl::StrCat("GPU ", rank.gpu, " NVLink"),
-                    {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r},
-                    Directions::kIndependent);
+                    {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r});
       }
       return;
     }
@@ -343,8 +341,7 @@ class NodeLinks final : public SharedLinks {
       const double r = node_.inter_socket_gbps;
       inter_socket_ =
           AddLink("inter-socket link",
-                  {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r},
-                  Directions::kIndependent);
+                  {.h2d = r, .d2h = r, .both_h2d = r, .both_d2h = r});
     }
   }
 
@@ -410,14 +407,22 @@ class NodeLinks final : public SharedLinks {
     return counted_paths_[o.rank][o.stream];
   }
 
+  // `rank`: the rank whose copy started or finished, or kNone. Its other
+  // copy is reset whether or not the network touched it (its direction of
+  // the GPU's link may have kept its capacity): its finish is recomputed
+  // from now, as one GPU's is, and a changed rate is set once.
   void Update(int32_t rank, int64_t now, int32_t started) {
-    for (int32_t f : net_.Touched()) {
-      const Owner& o = owner_[f];
-      Copy& c = CopyOf(o);
-      const double rate = net_.Rate(f);
-      if (f == started || (rank != kNone && o.rank == rank) || rate != c.rate) {
-        c.SetRate(now, rate);
+    if (rank != kNone) {
+      for (int32_t f : flow_of_[rank]) {
+        if (f != kNone && f != started) {
+          CopyOf(owner_[f]).SetRate(now, net_.Rate(f));
+        }
       }
+    }
+    for (int32_t f : net_.Touched()) {
+      Copy& c = CopyOf(owner_[f]);
+      const double rate = net_.Rate(f);
+      if (f == started || rate != c.rate) c.SetRate(now, rate);
     }
     if (ABSL_PREDICT_FALSE(recorder_.has_value())) RecordRates(now);
   }
@@ -753,7 +758,7 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
   // rank waits only for its own streams, its memory and its collectives;
   // another rank's copies change how fast its copies move, not whether
   // anything can start).
-  std::vector<bool> moved(runs.size(), true);
+  std::vector<char> moved(runs.size(), true);  // bytes: read at every instant
   // A rank's stall is charged, and its clock moved, only when something of
   // its own ends (or the loop does): until then what holds its compute back
   // stays the same (another rank changes only its copies' rates), so one
