@@ -771,6 +771,15 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
       run->AdvanceTo(at);
     }
   };
+  // The ranks' communication streams as they were when the last pass
+  // left no collective ready (starting one only makes others wait): until
+  // one of them changes, a pass would start nothing.
+  const auto comm_changes = [&runs] {
+    int64_t changes = 0;
+    for (const auto& run : runs) changes += run->comm_changes();
+    return changes;
+  };
+  int64_t comm_seen = -1;
   StopPoller poller(opts.should_stop, 1024);
   while (result.feasible) {
     if (poller.Stop()) {
@@ -793,7 +802,7 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
       }
     }
     if (!result.feasible) break;
-    if (order.any) {
+    if (order.any && comm_changes() != comm_seen) {
       for (int32_t r = 0; r < static_cast<int32_t>(runs.size()); ++r) {
         const int32_t op = ready_collective(r);
         if (op == kNone) continue;
@@ -801,6 +810,7 @@ absl::StatusOr<NodeSimResult> SimulateNode(const Node& node,
         for (int32_t m : c.group) runs[m]->StartCommHead(now);
         links.StartCollective(c, now);
       }
+      comm_seen = comm_changes();
     }
     int64_t next = links.NextCollectiveEvent();
     for (const auto& run : runs) next = std::min(next, run->NextEvent());

@@ -82,6 +82,7 @@ int32_t RankRun::CommHead() const {
 
 void RankRun::StartCommHead(int64_t now) {
   comm_running_ = true;
+  ++comm_changes_;
   comm_start_ = now;
   ++result_.events_processed;
 }
@@ -90,6 +91,7 @@ void RankRun::FinishCommHead(int64_t now) {
   now_ = now;
   const int32_t task = comm_queue_[comm_head_++];
   comm_running_ = false;
+  ++comm_changes_;
   EndTask<StreamId::kComm>(task, comm_start_);
 }
 
@@ -259,6 +261,7 @@ inline bool RankRun::TryStartCompute() {
     // Issued to the communication stream: compute goes on. Alone, with no
     // other rank to wait for or links to share, it takes no time.
     comm_queue_.push_back(task_++);
+    ++comm_changes_;
     if (links_ == nullptr) {
       StartCommHead(now_);
       FinishCommHead(now_);

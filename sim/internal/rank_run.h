@@ -157,6 +157,9 @@ class RankRun {
   bool comm_running() const { return comm_running_; }
   void StartCommHead(int64_t now);
   void FinishCommHead(int64_t now);
+  // How many times a collective was issued, started or finished: a caller
+  // that saw no collective ready need not ask again until it grows.
+  int64_t comm_changes() const { return comm_changes_; }
 
   Copy& copy(int stream) { return copy_[stream]; }
   int64_t now() const { return now_; }
@@ -242,6 +245,7 @@ class RankRun {
   std::vector<int32_t> comm_queue_;
   size_t comm_head_ = 0;
   bool comm_running_ = false;
+  int64_t comm_changes_ = 0;
   int64_t comm_start_ = 0;
   // Caches of the next task's needs, arrived waits and written collective
   // inputs (see NextNeeds, MissingInput and PendingCollectiveInput): a
