@@ -151,7 +151,8 @@ class FlowNetwork {
   int32_t num_active_ = 0;
 
   // Per link-direction, its active flows, ascending ids, and how many: kept
-  // as flows start and end.
+  // as flows start and end. The count is ld_flows_[ld].size(), kept apart
+  // as one int because the filling's loops read it for every hop.
   std::vector<std::vector<int32_t>> ld_flows_;
   std::vector<int32_t> dir_flows_;
   // Scratch, sized as links are added and kept for its capacity; the seen
