@@ -19,6 +19,24 @@ int32_t LinkDirIndex(const Hop& hop) {
   return 2 * hop.link + DirIndex(hop.dir);
 }
 
+// Into an ascending list of a few ids, and out of it: a loop, not
+// vector::insert's and erase's calls to memmove, for a handful of elements.
+void InsertSorted(std::vector<int32_t>* list, int32_t id) {
+  std::vector<int32_t>& v = *list;
+  v.push_back(id);
+  size_t i = v.size() - 1;
+  for (; i > 0 && v[i - 1] > id; --i) v[i] = v[i - 1];
+  v[i] = id;
+}
+
+void EraseSorted(std::vector<int32_t>* list, int32_t id) {
+  std::vector<int32_t>& v = *list;
+  size_t i = 0;
+  while (v[i] != id) ++i;
+  for (; i + 1 < v.size(); ++i) v[i] = v[i + 1];
+  v.pop_back();
+}
+
 // Ascending. A node's components are a few links and flows, mostly found
 // in order already, where std::sort's setup costs more than the sorting.
 void SortSmall(std::vector<int32_t>* out) {
@@ -43,6 +61,10 @@ int32_t FlowNetwork::AddLink(const LinkCapacity& capacity) {
   // Indexed by link-direction: D2H (0), then H2D (1).
   slowed_by_other_.push_back(capacity.both_d2h != capacity.d2h);
   slowed_by_other_.push_back(capacity.both_h2d != capacity.h2d);
+  for (double c :
+       {capacity.d2h, capacity.both_d2h, capacity.h2d, capacity.both_h2d}) {
+    capacity_.push_back(c);
+  }
   ld_flows_.resize(2 * links_.size());
   ld_seen_.resize(2 * links_.size(), false);
   dir_flows_.resize(2 * links_.size(), 0);
@@ -63,15 +85,14 @@ int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
   while (id < slots && flows_[id].active) ++id;
   if (id == slots) flows_.emplace_back();
   Flow& flow = flows_[id];
-  flow.path.assign(path.begin(), path.end());
+  flow.lds.clear();
+  for (const Hop& hop : path) flow.lds.push_back(LinkDirIndex(hop));
   flow.rate = 0;
   flow.active = true;
   ++num_active_;
   seed_.clear();
-  for (const Hop& hop : flow.path) {
-    const int32_t ld = LinkDirIndex(hop);
-    std::vector<int32_t>& on = ld_flows_[ld];
-    on.insert(std::lower_bound(on.begin(), on.end(), id), id);
+  for (int32_t ld : flow.lds) {
+    InsertSorted(&ld_flows_[ld], id);
     seed_.push_back(ld);
     if (++dir_flows_[ld] == 1) SeedOtherDirection(ld);
   }
@@ -85,10 +106,8 @@ void FlowNetwork::EndFlow(int32_t flow) {
   f.rate = 0;
   --num_active_;
   seed_.clear();
-  for (const Hop& hop : f.path) {
-    const int32_t ld = LinkDirIndex(hop);
-    std::vector<int32_t>& on = ld_flows_[ld];
-    on.erase(std::lower_bound(on.begin(), on.end(), flow));
+  for (int32_t ld : f.lds) {
+    EraseSorted(&ld_flows_[ld], flow);
     seed_.push_back(ld);
     if (--dir_flows_[ld] == 0) SeedOtherDirection(ld);
   }
@@ -100,12 +119,6 @@ int32_t FlowNetwork::num_links() const {
 }
 
 int32_t FlowNetwork::num_active_flows() const { return num_active_; }
-
-double FlowNetwork::Capacity(int32_t link, int32_t dir, bool both) const {
-  const LinkCapacity& c = links_[link];
-  if (dir == DirIndex(LinkDir::kH2D)) return both ? c.both_h2d : c.h2d;
-  return both ? c.both_d2h : c.d2h;
-}
 
 void FlowNetwork::Recompute(int32_t started) {
   if (recompute_everything_) {
@@ -146,8 +159,8 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started) {
     if (!take(ld)) return false;
   }
   for (int32_t k = 0; k < count; ++k) {  // count may grow while this runs
-    for (const Hop& hop : flows_[members[k]].path) {
-      if (!take(LinkDirIndex(hop))) return false;
+    for (int32_t ld : flows_[members[k]].lds) {
+      if (!take(ld)) return false;
     }
   }
   if (count == 2 && members[0] > members[1]) {
@@ -159,14 +172,12 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started) {
   double rate[2] = {kInfinity, kInfinity};
   bool alone[2] = {true, true};
   for (int32_t k = 0; k < count; ++k) {
-    for (const Hop& hop : flows_[members[k]].path) {
-      const int32_t ld = LinkDirIndex(hop);
+    for (int32_t ld : flows_[members[k]].lds) {
       if (dir_flows_[ld] != 1) {
         alone[k] = false;
         break;
       }
-      rate[k] = std::min(rate[k], Capacity(hop.link, DirIndex(hop.dir),
-                                           dir_flows_[ld ^ 1] > 0));
+      rate[k] = std::min(rate[k], CurrentCapacity(ld));
     }
   }
   // A flow that shares a link-direction shares it with the other, so two
@@ -182,14 +193,13 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started) {
       double remaining;
     };
     constexpr size_t kMaxHops = 8;
-    const std::vector<Hop>& first = flows_[members[0]].path;
-    const std::vector<Hop>& second = flows_[members[1]].path;
+    const std::vector<int32_t>& first = flows_[members[0]].lds;
+    const std::vector<int32_t>& second = flows_[members[1]].lds;
     if (first.size() + second.size() > kMaxHops) return false;
     Candidate candidates[kMaxHops] = {};
     int32_t n = 0;
     for (int32_t k = 0; k < 2; ++k) {
-      for (const Hop& hop : k == 0 ? first : second) {
-        const int32_t ld = LinkDirIndex(hop);
+      for (int32_t ld : k == 0 ? first : second) {
         int32_t at = 0;
         while (at < n && candidates[at].ld < ld) ++at;
         if (at < n && candidates[at].ld == ld) {
@@ -197,9 +207,7 @@ bool FlowNetwork::RecomputeSmallComponent(int32_t started) {
           continue;
         }
         for (int32_t m = n; m > at; --m) candidates[m] = candidates[m - 1];
-        candidates[at] = {
-            ld, 1 << k,
-            Capacity(hop.link, DirIndex(hop.dir), dir_flows_[ld ^ 1] > 0)};
+        candidates[at] = {ld, 1 << k, CurrentCapacity(ld)};
         ++n;
       }
     }
@@ -266,7 +274,7 @@ void FlowNetwork::FindComponent(int32_t started) {
       if (f.seen) continue;
       f.seen = true;
       touched_.push_back(id);
-      for (const Hop& hop : f.path) visit(LinkDirIndex(hop));
+      for (int32_t ld : f.lds) visit(ld);
     }
   }
   for (int32_t ld : component_lds_) ld_seen_[ld] = false;
@@ -286,28 +294,26 @@ void FlowNetwork::FillRates() {
     // which is the smallest of them; and freezing it takes from no other
     // flow's link-directions, so the others' rounds are the same without
     // it.
-    bool alone = fast_paths_ || f.path.empty();
+    bool alone = fast_paths_ || f.lds.empty();
     double rate = kInfinity;
-    for (const Hop& hop : f.path) {
+    for (int32_t ld : f.lds) {
       if (!alone) break;
-      const int32_t ld = LinkDirIndex(hop);
       if (dir_flows_[ld] != 1) {
         alone = false;
         break;
       }
-      rate = std::min(
-          rate, Capacity(hop.link, DirIndex(hop.dir), dir_flows_[ld ^ 1] > 0));
+      rate = std::min(rate, CurrentCapacity(ld));
     }
     f.frozen = alone;
     f.rate = alone ? rate : 0;
     if (!alone) continue;
-    for (const Hop& hop : f.path) --unfrozen_[LinkDirIndex(hop)];
+    for (int32_t ld : f.lds) --unfrozen_[ld];
   }
   // Ascending link-directions: the first smallest share wins a tie.
   candidates_.clear();
   for (int32_t ld : component_lds_) {
     if (unfrozen_[ld] == 0) continue;
-    remaining_[ld] = Capacity(ld / 2, ld % 2, dir_flows_[ld ^ 1] > 0);
+    remaining_[ld] = CurrentCapacity(ld);
     candidates_.push_back(ld);
   }
   while (!candidates_.empty()) {
@@ -327,8 +333,7 @@ void FlowNetwork::FillRates() {
       if (f.frozen) continue;
       f.frozen = true;
       f.rate = best_share;
-      for (const Hop& hop : f.path) {
-        const int32_t other = LinkDirIndex(hop);
+      for (int32_t other : f.lds) {
         --unfrozen_[other];
         // An infinite remainder stays infinite (inf - inf would be NaN);
         // rounding must not take a remainder below zero.

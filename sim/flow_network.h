@@ -119,7 +119,9 @@ class FlowNetwork {
 
  private:
   struct Flow {
-    std::vector<Hop> path;  // its capacity is kept when the id is reused
+    // Its path's link-directions (2 x link + dir), in the path's order; the
+    // capacity is kept when the id is reused.
+    std::vector<int32_t> lds;
     double rate = 0;
     bool active = false;
     // Scratch of FindComponent and FillRates: seen is false between calls.
@@ -139,11 +141,17 @@ class FlowNetwork {
   bool RecomputeSmallComponent(int32_t started);
   void FindComponent(int32_t started);
   void FillRates();
-  // The capacity of `link` in `dir`, given whether a flow crosses it the
-  // other way.
-  double Capacity(int32_t link, int32_t dir, bool both) const;
+  // The capacity of link-direction `ld` now: its both-directions figure
+  // while a flow crosses the link the other way.
+  double CurrentCapacity(int32_t ld) const {
+    return capacity_[2 * ld + (dir_flows_[ld ^ 1] > 0 ? 1 : 0)];
+  }
 
   std::vector<LinkCapacity> links_;
+  // Per link-direction, its one-way then its both-directions capacity
+  // (index 2 x ld + both): read by every filling, without branching on the
+  // direction.
+  std::vector<double> capacity_;
   // Per link-direction (index 2 x link + dir): whether the other direction
   // being busy lowers its capacity.
   std::vector<char> slowed_by_other_;
