@@ -108,15 +108,17 @@ void JudgeMemo::Remember(const PlanningContext& ctx, std::string key,
   if (entries_.emplace(std::move(key), std::move(e)).second) bytes_ += size;
 }
 
+bool JudgeMemo::HoldsPlan(const PlanningContext& ctx, absl::string_view name) {
+  if (!Serves(ctx)) return false;
+  auto it = plans_.find(name);
+  return it != plans_.end() && (!ctx.explain || it->second.explained);
+}
+
 std::optional<Plan> JudgeMemo::RecallPlan(const PlanningContext& ctx,
                                           absl::string_view name) {
-  if (!Serves(ctx)) return std::nullopt;
-  auto it = plans_.find(name);
-  if (it == plans_.end() || (ctx.explain && !it->second.explained)) {
-    return std::nullopt;
-  }
+  if (!HoldsPlan(ctx, name)) return std::nullopt;
   ++plan_hits_;
-  Plan plan = it->second.plan;
+  Plan plan = plans_.find(name)->second.plan;
   if (!ctx.explain) {
     for (DecisionFacts& f : plan.facts) f.reason.clear();
   }

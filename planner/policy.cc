@@ -196,6 +196,35 @@ SimOptions PlanningContext::Simulation(SimOptions report) const {
 absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
                                     const PlanningContext& ctx) {
   SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
+  return PlanWithPolicyMadeBy(name, ctx, [info](const PlanningContext& c) {
+    return info->create()->MakePlan(c);
+  });
+}
+
+namespace {
+
+// Whether PlanWithPolicy shares policy `info`'s plan through ctx's memo:
+// only a memo that outlives the call can hold a baseline slackswap runs
+// again after the round ran it, and a plan made for a verdict is not the
+// policy's plan for this context.
+bool SharesPlans(const PolicyInfo& info, const PlanningContext& ctx) {
+  return info.same_plan_every_time && ctx.judge_memo != nullptr &&
+         !ctx.AsksForAVerdict();
+}
+
+}  // namespace
+
+bool PolicyPlanIsRemembered(absl::string_view name,
+                            const PlanningContext& ctx) {
+  const absl::StatusOr<const PolicyInfo*> info = FindPolicy(name);
+  return info.ok() && SharesPlans(**info, ctx) &&
+         ctx.judge_memo->HoldsPlan(ctx, name);
+}
+
+absl::StatusOr<Plan> PlanWithPolicyMadeBy(
+    absl::string_view name, const PlanningContext& ctx,
+    absl::FunctionRef<absl::StatusOr<Plan>(const PlanningContext&)> make) {
+  SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
   if (ctx.budget_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("budget_bytes must be > 0, got ", ctx.budget_bytes));
@@ -207,16 +236,12 @@ absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
     with_memo->judge_memo = &own_memo.emplace();
   }
   const PlanningContext& planning = with_memo ? *with_memo : ctx;
-  // A baseline slackswap runs again after the round ran it; only a memo
-  // that outlives this call can hold it.
-  // A plan made for a verdict is not the policy's plan for this context.
-  const bool shares_plans = info->same_plan_every_time &&
-                            !own_memo.has_value() && !ctx.AsksForAVerdict();
+  const bool shares_plans = SharesPlans(*info, ctx);
   if (shares_plans) {
     std::optional<Plan> known = planning.judge_memo->RecallPlan(planning, name);
     if (known.has_value()) return *std::move(known);
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, info->create()->MakePlan(planning));
+  SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, make(planning));
   // The policies choose among saved activations as if each could be
   // rebuilt; where a collective's output stands in the way (FSDP), the
   // plan keeps the tensor instead (planner/analysis.h).

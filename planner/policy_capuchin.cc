@@ -10,7 +10,11 @@
 // What sets it apart from slackswap is what it swaps: the tensors with the
 // most free time, not the ones most expensive to rebuild.
 #include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
 
+#include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "planner/internal/plan_search.h"
 #include "planner/internal/policies.h"
@@ -27,35 +31,42 @@ int64_t FreeTime(const StepAnalysis& a, const Candidate& c) {
 class CapuchinPolicy : public Policy {
  public:
   absl::StatusOr<Plan> MakePlan(const PlanningContext& ctx) const override {
-    const StepAnalysis& a = ctx.analysis;
-    const int64_t to_free =
-        std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
-    auto hides = [&](const Candidate& c) {
-      return CanSwap(c) && FreeTime(a, c) > 0;
-    };
-    auto longer_free = [&](const Candidate& x, const Candidate& y) {
-      return FreeTime(a, x) > FreeTime(a, y);
-    };
-    Plan base = Plan::KeepAll(ctx.graph);
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        std::vector<int32_t> swaps,
-        AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), a.forward_ns,
-                     to_free));
-    for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
-    // Most memory saved per second of recompute (MSPS) is the cheapest
-    // rebuild per byte.
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        Judged best,
-        FewestMovesThatFit(ctx, base, CheapestRecomputeMoves(a, base)));
-    SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
-        ctx, "fits the budget", "longest free time that still hides (Capuchin)",
-        "most memory saved per second of recompute (Capuchin MSPS)",
-        best.plan));
-    return best.plan;
+    SLACKSWAP_ASSIGN_OR_RETURN(const std::vector<int32_t> swaps,
+                               CapuchinSwaps(ctx));
+    return CapuchinPlan(ctx, swaps);
   }
 };
 
 }  // namespace
+
+absl::StatusOr<std::vector<int32_t>> CapuchinSwaps(const PlanningContext& ctx) {
+  const StepAnalysis& a = ctx.analysis;
+  const int64_t to_free =
+      std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
+  auto hides = [&](const Candidate& c) {
+    return CanSwap(c) && FreeTime(a, c) > 0;
+  };
+  auto longer_free = [&](const Candidate& x, const Candidate& y) {
+    return FreeTime(a, x) > FreeTime(a, y);
+  };
+  return AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), a.forward_ns,
+                      to_free);
+}
+
+absl::StatusOr<Plan> CapuchinPlan(const PlanningContext& ctx,
+                                  absl::Span<const int32_t> swaps) {
+  Plan base = Plan::KeepAll(ctx.graph);
+  for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
+  // Most memory saved per second of recompute (MSPS) is the cheapest
+  // rebuild per byte.
+  SLACKSWAP_ASSIGN_OR_RETURN(
+      Judged best, FewestMovesThatFit(
+                       ctx, base, CheapestRecomputeMoves(ctx.analysis, base)));
+  SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
+      ctx, "fits the budget", "longest free time that still hides (Capuchin)",
+      "most memory saved per second of recompute (Capuchin MSPS)", best.plan));
+  return best.plan;
+}
 
 std::unique_ptr<Policy> NewCapuchinPolicy() {
   return std::make_unique<CapuchinPolicy>();

@@ -23,10 +23,12 @@
 //     simulated plan wins. If none fits, swapping beyond the slack (largest
 //     first, stalls accepted) is the last resort, rather than an infeasible
 //     plan.
-//  5. After the other policies' plans are compared and the best refined, two
-//     other completions of its swaps with recomputes (TryOtherCompletions:
-//     a re-run's other outputs rebuilt beside it, and the last bytes freed
-//     at the least rebuild time), kept only with a shorter step.
+//  5. The other policies' plans are compared (recompute_only's and
+//     capuchin's not made when a lower bound on their steps shows they
+//     cannot win). After the best is refined, two other completions of its
+//     swaps with recomputes (TryOtherCompletions: a re-run's other outputs
+//     rebuilt beside it, and the last bytes freed at the least rebuild
+//     time), kept only with a shorter step.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -35,6 +37,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "planner/internal/plan_search.h"
 #include "planner/internal/policies.h"
@@ -96,13 +99,33 @@ class SlackSwapPolicy : public Policy {
     const bool recompute_only_cannot_win =
         ctx.prune_with_bounds && best.result.feasible &&
         LeastFeasibleStepNs(ctx, {}) > best.result.step_ns;
+    // capuchin swaps no tensor outside CapuchinSwaps: nor is its search run
+    // when no plan with at most those swaps can beat the best (unless this
+    // request's round made its plan already), and when it is, it starts
+    // from the swaps the bound took.
+    std::optional<std::vector<int32_t>> capuchin_swaps;
+    bool capuchin_cannot_win = false;
+    if (ctx.prune_with_bounds && best.result.feasible &&
+        !PolicyPlanIsRemembered("capuchin", quiet)) {
+      SLACKSWAP_ASSIGN_OR_RETURN(capuchin_swaps, CapuchinSwaps(quiet));
+      capuchin_cannot_win =
+          LeastFeasibleStepNs(ctx, *capuchin_swaps) > best.result.step_ns;
+    }
     for (const char* name : {"recompute_only", "swap_only", "capuchin"}) {
-      if (recompute_only_cannot_win &&
-          absl::string_view(name) == "recompute_only") {
+      const absl::string_view policy = name;
+      if ((recompute_only_cannot_win && policy == "recompute_only") ||
+          (capuchin_cannot_win && policy == "capuchin")) {
         continue;
       }
-      SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, PlanWithPolicy(name, quiet));
-      others.push_back(std::move(plan));
+      absl::StatusOr<Plan> plan =
+          policy == "capuchin" && capuchin_swaps.has_value()
+              ? PlanWithPolicyMadeBy(policy, quiet,
+                                     [&](const PlanningContext& c) {
+                                       return CapuchinPlan(c, *capuchin_swaps);
+                                     })
+              : PlanWithPolicy(policy, quiet);
+      if (!plan.ok()) return plan.status();
+      others.push_back(*std::move(plan));
     }
     if (ctx.seeds != nullptr) {
       for (const Plan& seed : *ctx.seeds) others.push_back(seed);

@@ -18,7 +18,9 @@
 #include "gtest/gtest.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
+#include "planner/internal/judge_memo.h"
 #include "planner/internal/plan_search.h"
+#include "planner/internal/policies.h"
 #include "planner/policy.h"
 #include "testing/graph_builder.h"
 #include "testing/planning_step.h"
@@ -247,6 +249,7 @@ TEST(StepBoundTest, WhatMayFitTheBudgetRulesOutNeverFits) {
 
 TEST(StepBoundTest, NoPolicysPlanBeatsTheBounds) {
   int plans = 0;
+  int capuchin_plans = 0;
   for (const Hardware& hw : Links()) {
     for (uint32_t seed = 0; seed < 16; ++seed) {
       const Step s = MakeStep(RandomTrainingStep(seed), hw);
@@ -264,11 +267,23 @@ TEST(StepBoundTest, NoPolicysPlanBeatsTheBounds) {
                     o->result.step_ns);
           EXPECT_LE(LeastComputeNs(ctx, o->plan), o->result.step_ns);
           EXPECT_TRUE(MayFitTheBudget(ctx, o->plan));
+          if (p.name != "capuchin") continue;
+          // It swaps only among the swaps it starts from, so their bound
+          // holds for it: what lets slackswap skip its search.
+          absl::StatusOr<std::vector<int32_t>> start = CapuchinSwaps(ctx);
+          ASSERT_TRUE(start.ok()) << start.status();
+          for (int32_t t : Swaps(o->plan)) {
+            EXPECT_NE(std::find(start->begin(), start->end(), t), start->end())
+                << "tensor " << t;
+          }
+          EXPECT_LE(LeastFeasibleStepNs(ctx, *start), o->result.step_ns);
+          ++capuchin_plans;
         }
       }
     }
   }
   EXPECT_GT(plans, 150);
+  EXPECT_GT(capuchin_plans, 25);
 }
 
 TEST(StepBoundTest, IsTheIdealStepWhereNothingMustMove) {
@@ -316,8 +331,11 @@ TEST(StepBoundTest, FewerSwapsNeverLowerIt) {
 
 // Where the speed-up comes from, on a reference workload: at half the peak
 // no plan without swaps can match slackswap's, so recompute_only's search
-// and the slack's emptier levels are skipped.
-TEST(StepBoundTest, NoPlanWithoutSwapsMatchesSlackSwapOnGpt2XlAtHalfThePeak) {
+// and the slack's emptier levels are skipped; nor can a plan with at most
+// capuchin's starting swaps, so its search does not run either (a memo
+// shared with slackswap holds no capuchin plan after it; without the
+// bounds it does).
+TEST(StepBoundTest, WhatTheBoundsSkipOnGpt2XlAtHalfThePeak) {
   absl::StatusOr<Graph> g = BuildTransformer(*FindWorkload("gpt2-xl"));
   ASSERT_TRUE(g.ok()) << g.status();
   const Step s = MakeStep(*std::move(g), *FindHardware("a100-80gb-pcie4"));
@@ -327,6 +345,21 @@ TEST(StepBoundTest, NoPlanWithoutSwapsMatchesSlackSwapOnGpt2XlAtHalfThePeak) {
   ASSERT_TRUE(o->result.feasible);
   EXPECT_GT(LeastFeasibleStepNs(ctx, {}), o->result.step_ns);
   EXPECT_LE(LeastFeasibleStepNs(ctx, Swaps(o->plan)), o->result.step_ns);
+  absl::StatusOr<std::vector<int32_t>> start = CapuchinSwaps(ctx);
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_GT(LeastFeasibleStepNs(ctx, *start), o->result.step_ns);
+  for (bool prune : {true, false}) {
+    SCOPED_TRACE(prune ? "with the bounds" : "without");
+    JudgeMemo memo;
+    PlanningContext c = ctx;
+    c.judge_memo = &memo;
+    c.prune_with_bounds = prune;
+    absl::StatusOr<Plan> plan = PlanWithPolicy("slackswap", c);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    PlanningContext quiet = c;  // slackswap makes the baselines' plans quiet
+    quiet.explain = false;
+    EXPECT_EQ(memo.HoldsPlan(quiet, "capuchin"), !prune);
+  }
 }
 
 // Pruning by the bounds changes no plan: slackswap with and without it, on

@@ -80,6 +80,8 @@ class JudgeMemo {
   // REQUIRES: the policy's PolicyInfo::same_plan_every_time.
   std::optional<Plan> RecallPlan(const PlanningContext& ctx,
                                  absl::string_view name);
+  // Whether RecallPlan would return a plan (not counted as a hit).
+  bool HoldsPlan(const PlanningContext& ctx, absl::string_view name);
   void RememberPlan(const PlanningContext& ctx, absl::string_view name,
                     const Plan& plan);
 

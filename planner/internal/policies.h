@@ -8,7 +8,10 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "planner/analysis.h"
 #include "planner/internal/plan_search.h"
 #include "planner/policy.h"
@@ -57,6 +60,28 @@ absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
     const PlanningContext& ctx, const std::vector<const Candidate*>& order,
     int64_t swap_out_deadline_ns,
     int64_t enough_bytes = std::numeric_limits<int64_t>::max());
+
+// PlanWithPolicy (policy.h) with `make` in place of policy `name`'s
+// MakePlan, for a caller that did part of that policy's work already.
+// REQUIRES: make(c) returns what the policy's MakePlan(c) would.
+absl::StatusOr<Plan> PlanWithPolicyMadeBy(
+    absl::string_view name, const PlanningContext& ctx,
+    absl::FunctionRef<absl::StatusOr<Plan>(const PlanningContext&)> make);
+
+// Whether PlanWithPolicy(name, ctx) would return the plan this request's
+// round made before (held by ctx.judge_memo) instead of making it.
+bool PolicyPlanIsRemembered(absl::string_view name, const PlanningContext& ctx);
+
+// The swaps capuchin's plan starts from: the longest free time first, while
+// they hide (AdmitToSlack). Its plan swaps no other tensor (it recomputes
+// among the rest, and judging turns swaps into recomputes or keeps only),
+// so LeastFeasibleStepNs of these bounds its step.
+absl::StatusOr<std::vector<int32_t>> CapuchinSwaps(const PlanningContext& ctx);
+
+// capuchin's plan from its swaps (CapuchinSwaps(ctx)): what its MakePlan
+// returns.
+absl::StatusOr<Plan> CapuchinPlan(const PlanningContext& ctx,
+                                  absl::Span<const int32_t> swaps);
 
 // Recompute moves for the tensors `base` keeps, cheapest rebuild per byte
 // first.
