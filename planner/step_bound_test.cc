@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/saturating.h"
 #include "gtest/gtest.h"
 #include "model/transformer.h"
@@ -267,7 +268,7 @@ TEST(StepBoundTest, NoPolicysPlanBeatsTheBounds) {
                     o->result.step_ns);
           EXPECT_LE(LeastComputeNs(ctx, o->plan), o->result.step_ns);
           EXPECT_TRUE(MayFitTheBudget(ctx, o->plan));
-          if (p.name != "capuchin") continue;
+          if (absl::string_view(p.name) != "capuchin") continue;
           // It swaps only among the swaps it starts from, so their bound
           // holds for it: what lets slackswap skip its search.
           absl::StatusOr<std::vector<int32_t>> start = CapuchinSwaps(ctx);
