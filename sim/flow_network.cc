@@ -91,10 +91,27 @@ int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
   flow.active = true;
   ++num_active_;
   seed_.clear();
+  bool alone = true;  // the first flow on each of its link-directions
   for (int32_t ld : flow.lds) {
     InsertSorted(&ld_flows_[ld], id);
     seed_.push_back(ld);
-    if (++dir_flows_[ld] == 1) SeedOtherDirection(ld);
+    if (++dir_flows_[ld] == 1) {
+      SeedOtherDirection(ld);
+    } else {
+      alone = false;
+    }
+  }
+  // Alone, and no other direction's capacity changed: its component is
+  // itself, at the least of its capacities (what the filling gives a flow
+  // alone, c / 1 being exact).
+  if (alone && seed_.size() == flow.lds.size() && fast_paths_ &&
+      !recompute_everything_) {
+    double rate = kInfinity;
+    for (int32_t ld : flow.lds) rate = std::min(rate, CurrentCapacity(ld));
+    flow.rate = rate;
+    touched_.clear();
+    touched_.push_back(id);
+    return id;
   }
   Recompute(id);
   return id;
@@ -106,10 +123,22 @@ void FlowNetwork::EndFlow(int32_t flow) {
   f.rate = 0;
   --num_active_;
   seed_.clear();
+  bool alone = true;  // the last flow on each of its link-directions
   for (int32_t ld : f.lds) {
     EraseSorted(&ld_flows_[ld], flow);
     seed_.push_back(ld);
-    if (--dir_flows_[ld] == 0) SeedOtherDirection(ld);
+    if (--dir_flows_[ld] == 0) {
+      SeedOtherDirection(ld);
+    } else {
+      alone = false;
+    }
+  }
+  // No flow left on its link-directions, and no other direction's capacity
+  // changed: no rate changes.
+  if (alone && seed_.size() == f.lds.size() && fast_paths_ &&
+      !recompute_everything_) {
+    touched_.clear();
+    return;
   }
   Recompute(-1);
 }

@@ -41,13 +41,15 @@
 // link-directions), so they are not recomputed. docs/SIMULATOR.md
 // ("Shared links: max-min fairness") has a worked example.
 //
-// Two shortcuts give the filling's bits without running it: a flow alone
-// on every link-direction it crosses gets the smallest of their capacities
+// Shortcuts give the filling's bits without running it: a flow alone on
+// every link-direction it crosses gets the smallest of their capacities
 // (what the filling would freeze it at, c / 1 being exact, and it takes
-// nothing from the others' link-directions), and a component of one or two
-// flows (a copy on links no other copy crosses, the one left when the other
-// ends, two GPUs' copies over a switch's uplink) is found and filled
-// without the search and its lists.
+// nothing from the others' link-directions), so a start onto link-directions
+// no other flow crosses, or an end that leaves them empty, changing no other
+// direction's capacity, touches nothing else and searches nothing; and a
+// component of one or two flows (the one left when the other ends, two
+// GPUs' copies over a switch's uplink) is found and filled without the
+// search and its lists.
 //
 // Deterministic bit for bit: fixed iteration orders, no hashing, no
 // threads. Networks are small (a node: ~100 links, a few hundred flows); a
