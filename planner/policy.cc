@@ -193,14 +193,6 @@ SimOptions PlanningContext::Simulation(SimOptions report) const {
   return report;
 }
 
-absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
-                                    const PlanningContext& ctx) {
-  SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
-  return PlanWithPolicyMadeBy(name, ctx, [info](const PlanningContext& c) {
-    return info->create()->MakePlan(c);
-  });
-}
-
 namespace {
 
 // Whether PlanWithPolicy shares policy `info`'s plan through ctx's memo:
@@ -212,19 +204,10 @@ bool SharesPlans(const PolicyInfo& info, const PlanningContext& ctx) {
          !ctx.AsksForAVerdict();
 }
 
-}  // namespace
-
-bool PolicyPlanIsRemembered(absl::string_view name,
-                            const PlanningContext& ctx) {
-  const absl::StatusOr<const PolicyInfo*> info = FindPolicy(name);
-  return info.ok() && SharesPlans(**info, ctx) &&
-         ctx.judge_memo->HoldsPlan(ctx, name);
-}
-
-absl::StatusOr<Plan> PlanWithPolicyMadeBy(
-    absl::string_view name, const PlanningContext& ctx,
+// PlanWithPolicy for a policy found already, its plan made by `make`.
+absl::StatusOr<Plan> PlanWithPolicyInfo(
+    const PolicyInfo& info, const PlanningContext& ctx,
     absl::FunctionRef<absl::StatusOr<Plan>(const PlanningContext&)> make) {
-  SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
   if (ctx.budget_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("budget_bytes must be > 0, got ", ctx.budget_bytes));
@@ -236,9 +219,10 @@ absl::StatusOr<Plan> PlanWithPolicyMadeBy(
     with_memo->judge_memo = &own_memo.emplace();
   }
   const PlanningContext& planning = with_memo ? *with_memo : ctx;
-  const bool shares_plans = SharesPlans(*info, ctx);
+  const bool shares_plans = SharesPlans(info, ctx);
   if (shares_plans) {
-    std::optional<Plan> known = planning.judge_memo->RecallPlan(planning, name);
+    std::optional<Plan> known =
+        planning.judge_memo->RecallPlan(planning, info.name);
     if (known.has_value()) return *std::move(known);
   }
   SLACKSWAP_ASSIGN_OR_RETURN(Plan plan, make(planning));
@@ -246,12 +230,36 @@ absl::StatusOr<Plan> PlanWithPolicyMadeBy(
   // rebuilt; where a collective's output stands in the way (FSDP), the
   // plan keeps the tensor instead (planner/analysis.h).
   KeepUnrecomputable(planning.analysis, plan);
-  plan.policy = info->name;
-  plan.budget_bytes = info->unbudgeted_reference ? 0 : ctx.budget_bytes;
+  plan.policy = info.name;
+  plan.budget_bytes = info.unbudgeted_reference ? 0 : ctx.budget_bytes;
   if (shares_plans) {
-    planning.judge_memo->RememberPlan(planning, name, plan);
+    planning.judge_memo->RememberPlan(planning, info.name, plan);
   }
   return plan;
+}
+
+}  // namespace
+
+bool PolicyPlanIsRemembered(absl::string_view name,
+                            const PlanningContext& ctx) {
+  const absl::StatusOr<const PolicyInfo*> info = FindPolicy(name);
+  return info.ok() && SharesPlans(**info, ctx) &&
+         ctx.judge_memo->HoldsPlan(ctx, (*info)->name);
+}
+
+absl::StatusOr<Plan> PlanWithPolicy(absl::string_view name,
+                                    const PlanningContext& ctx) {
+  SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
+  return PlanWithPolicyInfo(*info, ctx, [info](const PlanningContext& c) {
+    return info->create()->MakePlan(c);
+  });
+}
+
+absl::StatusOr<Plan> PlanWithPolicyMadeBy(
+    absl::string_view name, const PlanningContext& ctx,
+    absl::FunctionRef<absl::StatusOr<Plan>(const PlanningContext&)> make) {
+  SLACKSWAP_ASSIGN_OR_RETURN(const PolicyInfo* info, FindPolicy(name));
+  return PlanWithPolicyInfo(*info, ctx, make);
 }
 
 absl::StatusOr<SimResult> RunSchedule(const PlanningContext& ctx,

@@ -36,8 +36,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "planner/internal/plan_search.h"
 #include "planner/internal/policies.h"
@@ -99,33 +100,31 @@ class SlackSwapPolicy : public Policy {
     const bool recompute_only_cannot_win =
         ctx.prune_with_bounds && best.result.feasible &&
         LeastFeasibleStepNs(ctx, {}) > best.result.step_ns;
-    // capuchin swaps no tensor outside CapuchinSwaps: nor is its search run
-    // when no plan with at most those swaps can beat the best (unless this
-    // request's round made its plan already), and when it is, it starts
-    // from the swaps the bound took.
-    std::optional<std::vector<int32_t>> capuchin_swaps;
-    bool capuchin_cannot_win = false;
-    if (ctx.prune_with_bounds && best.result.feasible &&
-        !PolicyPlanIsRemembered("capuchin", quiet)) {
-      SLACKSWAP_ASSIGN_OR_RETURN(capuchin_swaps, CapuchinSwaps(quiet));
-      capuchin_cannot_win =
-          LeastFeasibleStepNs(ctx, *capuchin_swaps) > best.result.step_ns;
-    }
-    for (const char* name : {"recompute_only", "swap_only", "capuchin"}) {
-      const absl::string_view policy = name;
-      if ((recompute_only_cannot_win && policy == "recompute_only") ||
-          (capuchin_cannot_win && policy == "capuchin")) {
-        continue;
-      }
-      absl::StatusOr<Plan> plan =
-          policy == "capuchin" && capuchin_swaps.has_value()
-              ? PlanWithPolicyMadeBy(policy, quiet,
-                                     [&](const PlanningContext& c) {
-                                       return CapuchinPlan(c, *capuchin_swaps);
-                                     })
-              : PlanWithPolicy(policy, quiet);
+    const auto add = [&others](absl::StatusOr<Plan> plan) -> absl::Status {
       if (!plan.ok()) return plan.status();
       others.push_back(*std::move(plan));
+      return absl::OkStatus();
+    };
+    if (!recompute_only_cannot_win) {
+      SLACKSWAP_RETURN_IF_ERROR(add(PlanWithPolicy("recompute_only", quiet)));
+    }
+    SLACKSWAP_RETURN_IF_ERROR(add(PlanWithPolicy("swap_only", quiet)));
+    // capuchin swaps no tensor outside CapuchinSwaps: nor is its search run
+    // when no plan with at most those swaps can beat the best, and when it
+    // is, it starts from the swaps the bound took. A plan this request's
+    // round made already is taken as it is, without the bound.
+    if (!ctx.prune_with_bounds || !best.result.feasible ||
+        PolicyPlanIsRemembered("capuchin", quiet)) {
+      SLACKSWAP_RETURN_IF_ERROR(add(PlanWithPolicy("capuchin", quiet)));
+    } else {
+      SLACKSWAP_ASSIGN_OR_RETURN(const std::vector<int32_t> capuchin_swaps,
+                                 CapuchinSwaps(quiet));
+      if (LeastFeasibleStepNs(ctx, capuchin_swaps) <= best.result.step_ns) {
+        SLACKSWAP_RETURN_IF_ERROR(add(PlanWithPolicyMadeBy(
+            "capuchin", quiet, [&](const PlanningContext& c) {
+              return CapuchinPlan(c, capuchin_swaps);
+            })));
+      }
     }
     if (ctx.seeds != nullptr) {
       for (const Plan& seed : *ctx.seeds) others.push_back(seed);

@@ -56,26 +56,25 @@ void SortSmall(std::vector<int32_t>* out) {
 }  // namespace
 
 int32_t FlowNetwork::AddLink(const LinkCapacity& capacity) {
-  const int32_t link = static_cast<int32_t>(links_.size());
-  links_.push_back(capacity);
+  const int32_t link = num_links();
   // Indexed by link-direction: D2H (0), then H2D (1).
-  slowed_by_other_.push_back(capacity.both_d2h != capacity.d2h);
-  slowed_by_other_.push_back(capacity.both_h2d != capacity.h2d);
   for (double c :
        {capacity.d2h, capacity.both_d2h, capacity.h2d, capacity.both_h2d}) {
     capacity_.push_back(c);
   }
-  ld_flows_.resize(2 * links_.size());
-  ld_seen_.resize(2 * links_.size(), false);
-  dir_flows_.resize(2 * links_.size(), 0);
-  remaining_.resize(2 * links_.size(), 0);
-  unfrozen_.resize(2 * links_.size(), 0);
+  const size_t lds = 2 * static_cast<size_t>(link + 1);
+  ld_flows_.resize(lds);
+  ld_seen_.resize(lds, false);
+  dir_flows_.resize(lds, 0);
+  remaining_.resize(lds, 0);
+  unfrozen_.resize(lds, 0);
   return link;
 }
 
 inline void FlowNetwork::SeedOtherDirection(int32_t ld) {
   const int32_t other = ld ^ 1;
-  if (slowed_by_other_[other] && dir_flows_[other] > 0) seed_.push_back(other);
+  const bool slowed_by_other = capacity_[2 * other] != capacity_[2 * other + 1];
+  if (slowed_by_other && dir_flows_[other] > 0) seed_.push_back(other);
 }
 
 int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
@@ -104,8 +103,7 @@ int32_t FlowNetwork::StartFlow(absl::Span<const Hop> path) {
   // Alone, and no other direction's capacity changed: its component is
   // itself, at the least of its capacities (what the filling gives a flow
   // alone, c / 1 being exact).
-  if (alone && seed_.size() == flow.lds.size() && fast_paths_ &&
-      !recompute_everything_) {
+  if (TouchesNoOther(alone, flow)) {
     double rate = kInfinity;
     for (int32_t ld : flow.lds) rate = std::min(rate, CurrentCapacity(ld));
     flow.rate = rate;
@@ -135,8 +133,7 @@ void FlowNetwork::EndFlow(int32_t flow) {
   }
   // No flow left on its link-directions, and no other direction's capacity
   // changed: no rate changes.
-  if (alone && seed_.size() == f.lds.size() && fast_paths_ &&
-      !recompute_everything_) {
+  if (TouchesNoOther(alone, f)) {
     touched_.clear();
     return;
   }
@@ -144,7 +141,7 @@ void FlowNetwork::EndFlow(int32_t flow) {
 }
 
 int32_t FlowNetwork::num_links() const {
-  return static_cast<int32_t>(links_.size());
+  return static_cast<int32_t>(capacity_.size() / 4);
 }
 
 int32_t FlowNetwork::num_active_flows() const { return num_active_; }

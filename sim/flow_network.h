@@ -134,6 +134,14 @@ class FlowNetwork {
   // After `ld` gained its first flow or lost its last: the other
   // direction's flows, if its capacity changed, seed the recompute.
   void SeedOtherDirection(int32_t ld);
+  // After StartFlow or EndFlow of `flow` seeded its link-directions: true
+  // when it was `alone` (the first or last flow on each of them) and seeded
+  // no other direction, so no other flow's rate changes and no search is
+  // needed.
+  bool TouchesNoOther(bool alone, const Flow& flow) const {
+    return alone && seed_.size() == flow.lds.size() && fast_paths_ &&
+           !recompute_everything_;
+  }
   // Finds the component(s) reachable from `started` (a flow id, or -1) and
   // the link-directions in seed_ (into touched_), and refills their rates.
   void Recompute(int32_t started);
@@ -149,14 +157,11 @@ class FlowNetwork {
     return capacity_[2 * ld + (dir_flows_[ld ^ 1] > 0 ? 1 : 0)];
   }
 
-  std::vector<LinkCapacity> links_;
   // Per link-direction, its one-way then its both-directions capacity
   // (index 2 x ld + both): read by every filling, without branching on the
-  // direction.
+  // direction. The other direction being busy lowers a link-direction's
+  // capacity where the two differ.
   std::vector<double> capacity_;
-  // Per link-direction (index 2 x link + dir): whether the other direction
-  // being busy lowers its capacity.
-  std::vector<char> slowed_by_other_;
   std::vector<Flow> flows_;  // by id; inactive slots are free ids
   int32_t num_active_ = 0;
 
