@@ -110,7 +110,6 @@ absl::StatusOr<Judged> TryOtherCompletions(const PlanningContext& ctx,
     if (!fit.has_value()) return absl::OkStatus();
     SLACKSWAP_ASSIGN_OR_RETURN(Judged kept,
                                KeepNeedlessRecomputes(ctx, *std::move(fit)));
-    kept.trace.reset();  // read by KeepNeedlessRecomputes only
     if (kept.result.feasible && kept.result.step_ns < judged.result.step_ns) {
       judged = std::move(kept);
     }

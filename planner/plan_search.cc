@@ -527,11 +527,13 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
 absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
                                               Judged judged) {
   if (!judged.result.feasible || judged.result.recomputed_tensors == 0) {
+    judged.trace.reset();
     return judged;
   }
   // The plan's memory over time and when each task ran: traced when it was
-  // judged, or replayed.
-  std::shared_ptr<const Judged::Trace> trace = judged.trace;
+  // judged, or replayed. Read only to choose what to keep: gone before the
+  // pruned plan is judged (on a large graph a trace outweighs a schedule).
+  std::shared_ptr<const Judged::Trace> trace = std::move(judged.trace);
   if (trace == nullptr) {
     SimOptions opts = ctx.Simulation();
     opts.record_events = true;
@@ -549,13 +551,16 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
     return absl::InternalError(
         "a feasible plan's run has an empty memory timeline");
   }
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      DroppedStretches dropped,
-      FindDroppedStretches(ctx, *judged.schedule, trace->events));
   Plan plan = judged.plan;
-  SLACKSWAP_ASSIGN_OR_RETURN(
-      const bool changed,
-      KeepWhatFitsTheHeadroom(ctx, trace->timeline, dropped, plan));
+  bool changed = false;
+  {
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        const DroppedStretches dropped,
+        FindDroppedStretches(ctx, *judged.schedule, trace->events));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        changed, KeepWhatFitsTheHeadroom(ctx, trace->timeline, dropped, plan));
+  }
+  trace.reset();
   if (!changed) return judged;
   SLACKSWAP_ASSIGN_OR_RETURN(
       std::optional<Judged> pruned,

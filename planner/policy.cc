@@ -92,10 +92,6 @@ absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
   }
   SLACKSWAP_ASSIGN_OR_RETURN(Judged kept,
                              KeepNeedlessRecomputes(ctx, std::move(fit)));
-  // Only KeepNeedlessRecomputes reads a trace; the caller keeps the best
-  // judgment while it judges others, and on a large graph the trace is as
-  // large as the schedule.
-  kept.trace.reset();
   if (ctx.judge_memo != nullptr) {
     ctx.judge_memo->Remember(ctx, std::move(key), kept);
   }

@@ -154,6 +154,9 @@ class SlackSwapPolicy : public Policy {
         best, RefineBySimulation(ctx, std::move(best), kRefineTrials));
     if (answered()) return explained();
     // Last, so that what it finds is only ever better than the plan so far.
+    // From here on only the best's plan and verdict are read: its schedule
+    // would be held through the completions' judgments for nothing.
+    best.schedule.reset();
     const int64_t step_before = best.result.step_ns;
     SLACKSWAP_ASSIGN_OR_RETURN(best, TryOtherCompletions(ctx, std::move(best)));
     if (best.result.step_ns < step_before) {

@@ -20,14 +20,16 @@ int64_t DeviceCapacityBytes(const Hardware& hw) {
 }
 
 DeviceTracker::DeviceTracker(const Graph& g, const Hardware& hw,
-                             const DeviceOptions& options)
+                             const DeviceOptions& options,
+                             size_t expected_events)
     : hw_(hw),
       options_(options),
       workspace_key_(static_cast<int32_t>(g.tensors.size())),
       allocator_(options.allocator),
       handles_(g.tensors.size() + 1, -1) {
-  // Most tensors are allocated and freed once.
-  log_.reserve(2 * g.tensors.size());
+  // Grown by doubling, a large step's log was briefly held twice over: the
+  // peak of a whole planning request on a 10^6-op graph.
+  log_.reserve(expected_events);
   for (size_t t = 0; t < g.tensors.size(); ++t) {
     if (g.index.producer[t] != kNone || g.tensors[t].bytes == 0) continue;
     handles_[t] = allocator_.Allocate(g.tensors[t].bytes);

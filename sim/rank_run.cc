@@ -48,7 +48,17 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
   result_.static_bytes = g_.index.static_bytes;
   result_.swapped_tensors = s_.swapped_tensors;
   result_.recomputed_tensors = s_.recomputed_tensors;
-  if (opts_.device.enabled) device_.emplace(g_, hw_, opts_.device);
+  if (opts_.device.enabled) {
+    // Each alloc and free in the lists, a prefetch's alloc and a swap-out's
+    // free, and a task's workspace alloc and free: exact for a step that
+    // completes (zero-byte tensors allocate nothing).
+    size_t events = s_.allocs.items.size() + s_.frees.items.size() +
+                    s_.prefetches.items.size() + s_.swap_outs.items.size();
+    for (const Task& task : s_.tasks) {
+      if (task.workspace_bytes > 0) events += 2;
+    }
+    device_.emplace(g_, hw_, opts_.device, events);
+  }
   // What a traced run records, reserved once: grown by doubling instead,
   // a 10^6-op step's records were copied and their fresh pages faulted in
   // about twice over (30% of a plan search's page faults). A task starts

@@ -104,7 +104,10 @@ absl::StatusOr<std::optional<Judged>> FewestMovesThatBeat(
 // A prefix of cheapest-per-byte recomputes frees memory wherever it is
 // cheap, including where the budget does not bind (after a peak in
 // mid-forward, say). The pruned plan is simulated and returned only if it
-// fits and beats `judged`; otherwise `judged` comes back.
+// fits and beats `judged`; otherwise `judged` comes back. What comes back
+// holds no trace: `judged`'s is read, then let go before the pruned plan is
+// judged (the callers keep the best judgment while they judge others, and on
+// a large graph a trace outweighs the schedule).
 absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
                                               Judged judged);
 
