@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/format.h"
@@ -19,25 +20,26 @@ bool AddOverflows(int64_t a, int64_t b, int64_t* sum) {
 
 // A shape names every dimension its kind's table reads, and only GEMMs and
 // fused attention carry one (the tables cost nothing else).
-absl::Status CheckKernelShape(const OpCost& cost, const std::string& where) {
+absl::Status CheckKernelShape(const OpCost& cost,
+                              absl::FunctionRef<std::string()> where) {
   const KernelShape& s = cost.shape;
   if (!s.known()) return absl::OkStatus();
   if (s.m < 0 || s.n < 0 || s.k < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cost.shape dimensions must be >= 0, got m=", s.m,
-                     " n=", s.n, " k=", s.k));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), ": cost.shape dimensions must be >= 0, got m=", s.m,
+        " n=", s.n, " k=", s.k));
   }
   switch (cost.kind) {
     case OpKind::kMatmul:
     case OpKind::kBatchedMatmul:
       if (s.m == 0 || s.n == 0 || s.k == 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where, ": cost.shape of a GEMM needs m, n and k all > 0, got m=",
+            where(), ": cost.shape of a GEMM needs m, n and k all > 0, got m=",
             s.m, " n=", s.n, " k=", s.k));
       }
       if (s.causal) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where,
+            absl::StrCat(where(),
                          ": cost.shape.causal is for attention, not a "
                          "GEMM"));
       }
@@ -45,7 +47,7 @@ absl::Status CheckKernelShape(const OpCost& cost, const std::string& where) {
     case OpKind::kFlashAttention:
       if (s.n == 0 || s.k == 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where,
+            where(),
             ": cost.shape of attention needs n (keys per sequence) and k "
             "(head dimension) > 0, got n=",
             s.n, " k=", s.k));
@@ -55,33 +57,35 @@ absl::Status CheckKernelShape(const OpCost& cost, const std::string& where) {
       break;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      where,
+      where(),
       ": cost.shape is only for GEMMs and fused attention (the efficiency "
       "tables cost nothing else); this op's kind is memory bound"));
 }
 
-absl::Status CheckCost(const Graph& g, const OpCost& cost,
-                       const std::string& where) {
+// `where()` names the op or recipe whose cost it is: made only for an error
+// (an op's label is a string built from its name, on every op of a graph).
+absl::Status CheckCost(const OpCost& cost,
+                       absl::FunctionRef<std::string()> where) {
   if (std::isnan(cost.flops) || std::isinf(cost.flops)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cost.flops must be finite, got ", cost.flops));
+        absl::StrCat(where(), ": cost.flops must be finite, got ", cost.flops));
   }
   if (cost.flops < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cost.flops must be >= 0, got ", cost.flops));
+        absl::StrCat(where(), ": cost.flops must be >= 0, got ", cost.flops));
   }
   if (cost.bytes_accessed < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cost.bytes_accessed must be >= 0, got ",
+        absl::StrCat(where(), ": cost.bytes_accessed must be >= 0, got ",
                      cost.bytes_accessed));
   }
   if (cost.kernels < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": cost.kernels must be >= 0, got ", cost.kernels));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where(), ": cost.kernels must be >= 0, got ", cost.kernels));
   }
   if (cost.duration_ns.has_value() && *cost.duration_ns < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": cost.duration_ns must be >= 0, got ", *cost.duration_ns));
+        where(), ": cost.duration_ns must be >= 0, got ", *cost.duration_ns));
   }
   return CheckKernelShape(cost, where);
 }
@@ -208,12 +212,14 @@ class Indexer {
                                            "size_bytes", tensor.bytes,
                                            total_bytes));
       if (!tensor.rebuild.has_value()) continue;
-      const std::string where = absl::StrCat(g_.TensorLabel(t), " rebuild");
-      SLACKSWAP_RETURN_IF_ERROR(CheckCost(g_, tensor.rebuild->cost, where));
+      const auto where = [&] {
+        return absl::StrCat(g_.TensorLabel(t), " rebuild");
+      };
+      SLACKSWAP_RETURN_IF_ERROR(CheckCost(tensor.rebuild->cost, where));
       for (int32_t in : tensor.rebuild->inputs) {
         if (in < 0 || in >= num_tensors_) {
           return absl::InvalidArgumentError(
-              absl::StrCat(where, ": input tensor ", in, " does not exist"));
+              absl::StrCat(where(), ": input tensor ", in, " does not exist"));
         }
       }
     }
@@ -226,7 +232,8 @@ class Indexer {
     for (int32_t o = 0; o < num_ops_; ++o) {
       SLACKSWAP_RETURN_IF_ERROR(Poll());
       const Op& op = g_.ops[o];
-      SLACKSWAP_RETURN_IF_ERROR(CheckCost(g_, op.cost, g_.OpLabel(o)));
+      SLACKSWAP_RETURN_IF_ERROR(
+          CheckCost(op.cost, [&] { return g_.OpLabel(o); }));
       SLACKSWAP_RETURN_IF_ERROR(CountBytes([&] { return g_.OpLabel(o); },
                                            "workspace_bytes",
                                            op.workspace_bytes, total_bytes));
@@ -242,7 +249,9 @@ class Indexer {
   }
 
   absl::Status CheckCollective(int32_t o, const Collective& c) const {
-    const std::string where = absl::StrCat(g_.OpLabel(o), ": collective");
+    const auto where = [&] {
+      return absl::StrCat(g_.OpLabel(o), ": collective");
+    };
     if (g_.ops[o].workspace_bytes != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(g_.OpLabel(o),
@@ -251,18 +260,19 @@ class Indexer {
                        g_.ops[o].workspace_bytes, ")"));
     }
     if (c.bytes < 0 || c.bytes > kMaxGraphBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ".bytes must be in [0, ", kMaxGraphBytes, "], got ", c.bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ".bytes must be in [0, ", kMaxGraphBytes,
+                       "], got ", c.bytes));
     }
     if (c.group.empty() ||
         static_cast<int64_t>(c.group.size()) > kMaxCollectiveRanks) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ".group must name 1 to ", kMaxCollectiveRanks,
+          absl::StrCat(where(), ".group must name 1 to ", kMaxCollectiveRanks,
                        " ranks, got ", c.group.size()));
     }
     if (c.kind == CollectiveKind::kSendRecv && c.group.size() != 2) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where,
+          absl::StrCat(where(),
                        ".group of a send/receive must be {sender, "
                        "receiver}, got ",
                        c.group.size(), " ranks"));
@@ -272,12 +282,12 @@ class Indexer {
       const int32_t r = c.group[i];
       if (r < 0 || r >= kMaxCollectiveRanks) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, ".group[", i, "]: rank ", r, " is outside [0, ",
-                         kMaxCollectiveRanks, ")"));
+            absl::StrCat(where(), ".group[", i, "]: rank ", r,
+                         " is outside [0, ", kMaxCollectiveRanks, ")"));
       }
       if (seen[r]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".group[", i, "]: rank ", r, " appears twice"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            where(), ".group[", i, "]: rank ", r, " appears twice"));
       }
       seen[r] = true;
     }
