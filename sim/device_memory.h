@@ -74,8 +74,8 @@ int64_t DeviceCapacityBytes(const Hardware& hw);
 class DeviceTracker {
  public:
   // Allocates g's static tensors (no op produces them), in tensor order:
-  // they are resident before the step starts. `expected_events`: how many
-  // allocations and frees the step will make (at least), reserved at once.
+  // they are resident before the step starts. `expected_events`: the most
+  // allocations and frees the step can make, reserved at once.
   // REQUIRES: IndexGraph(g) succeeded; g and hw outlive the tracker.
   DeviceTracker(const Graph& g, const Hardware& hw,
                 const DeviceOptions& options, size_t expected_events);

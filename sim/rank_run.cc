@@ -50,8 +50,9 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
   result_.recomputed_tensors = s_.recomputed_tensors;
   if (opts_.device.enabled) {
     // Each alloc and free in the lists, a prefetch's alloc and a swap-out's
-    // free, and a task's workspace alloc and free: exact for a step that
-    // completes (zero-byte tensors allocate nothing).
+    // free, and a task's workspace alloc and free: the most the step can
+    // make, and all of them in a step that completes but for zero-byte
+    // tensors' (which allocate nothing).
     size_t events = s_.allocs.items.size() + s_.frees.items.size() +
                     s_.prefetches.items.size() + s_.swap_outs.items.size();
     for (const Task& task : s_.tasks) {
