@@ -118,7 +118,7 @@ absl::StatusOr<Judged> TryOtherCompletions(const PlanningContext& ctx,
   // Without a sibling to bring forward, the order is the cheapest per byte,
   // whose completion is RecomputeCheapestThatFit's.
   const std::vector<Move> cheapest =
-      CheapestRecomputeMoves(ctx.analysis, swaps);
+      CheapestRecomputeMoves(ctx.graph, ctx.analysis, swaps);
   const std::vector<Move> with_siblings = WithFreeSiblings(ctx.graph, cheapest);
   const bool same_order = std::equal(
       cheapest.begin(), cheapest.end(), with_siblings.begin(),

@@ -1,8 +1,10 @@
 // Other completions of a plan's swaps (TryOtherCompletions): free siblings
-// worked by hand, the order they make, and on random steps, never a longer
-// step than the plan they start from.
+// worked by hand, the order they make, the order per byte a re-run
+// restores (PerByte), and on random steps, never a longer step than the
+// plan they start from.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,7 +59,8 @@ TEST_F(FreeSiblingsTest, AReRunsOtherOutputsFollowIt) {
   const Plan keep_all = Plan::KeepAll(step_.graph);
   std::vector<int32_t> order;
   for (const Move& m : WithFreeSiblings(
-           step_.graph, CheapestRecomputeMoves(step_.analysis, keep_all))) {
+           step_.graph,
+           CheapestRecomputeMoves(step_.graph, step_.analysis, keep_all))) {
     EXPECT_EQ(m.action, Action::kRecompute);
     order.push_back(m.tensor);
   }
@@ -98,6 +101,40 @@ TEST_F(FreeSiblingsTest, APlanAlreadyAtItsBoundComesBackAsItIs) {
   EXPECT_EQ(other->plan.decisions[u_].action, Action::kKeep);
 }
 
+// Per byte its re-run restores, the norm's two outputs share one 150-ns
+// rebuild over 1200 bytes: 0.125 ns/B each, ahead of u; per byte of the
+// tensor, s (0.75) comes after u (0.5).
+TEST_F(FreeSiblingsTest, PerByteTheReRunRestoresTheNormsOutputsComeFirst) {
+  const Plan keep_all = Plan::KeepAll(step_.graph);
+  using Ranked = std::vector<std::pair<double, int32_t>>;
+  EXPECT_EQ(KeptByRebuildNsPerByte(step_.graph, step_.analysis, keep_all,
+                                   PerByte::kRestoredByTheReRun),
+            (Ranked{{0.125, y_}, {0.125, s_}, {0.5, u_}, {10.0, w_}}));
+  EXPECT_EQ(KeptByRebuildNsPerByte(step_.graph, step_.analysis, keep_all,
+                                   PerByte::kOfTheTensor),
+            (Ranked{{0.15, y_}, {0.5, u_}, {0.75, s_}, {10.0, w_}}));
+  EXPECT_TRUE(KeepsSiblings(step_.graph, step_.analysis, keep_all));
+  // With s already dropped, y's re-run restores only y.
+  Plan without_s = keep_all;
+  without_s.decisions[s_].action = Action::kRecompute;
+  EXPECT_FALSE(KeepsSiblings(step_.graph, step_.analysis, without_s));
+  EXPECT_EQ(KeptByRebuildNsPerByte(step_.graph, step_.analysis, without_s,
+                                   PerByte::kRestoredByTheReRun),
+            (Ranked{{0.15, y_}, {0.5, u_}, {10.0, w_}}));
+}
+
+TEST_F(FreeSiblingsTest, CompletedPerByteTheReRunRestoresOnlyTheNormRuns) {
+  absl::StatusOr<Judged> fit = RecomputeCheapestThatFit(
+      Context(), Plan::KeepAll(step_.graph), PerByte::kRestoredByTheReRun);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  ASSERT_TRUE(fit->result.feasible) << fit->result.infeasible_reason;
+  EXPECT_EQ(fit->result.step_ns, kIdealNs + 150);
+  EXPECT_EQ(fit->plan.decisions[y_].action, Action::kRecompute);
+  EXPECT_EQ(fit->plan.decisions[s_].action, Action::kRecompute);
+  EXPECT_EQ(fit->plan.decisions[u_].action, Action::kKeep);
+  EXPECT_LE(fit->result.peak_activation_bytes, 4000);
+}
+
 // On a real step: the same moves, and a move out of the cheapest-per-byte
 // order only ever in a run of its producer's outputs led by one whose
 // rebuild re-runs that producer (a recipe's rebuild, a dropout mask's,
@@ -109,7 +146,7 @@ TEST(WithFreeSiblingsTest, OnlyBringsSiblingsForward) {
       AnalyzeStep(*g, *FindHardware("a100-80gb-pcie4"));
   ASSERT_TRUE(a.ok());
   const std::vector<Move> cheapest =
-      CheapestRecomputeMoves(*a, Plan::KeepAll(*g));
+      CheapestRecomputeMoves(*g, *a, Plan::KeepAll(*g));
   const std::vector<Move> moved = WithFreeSiblings(*g, cheapest);
   ASSERT_EQ(moved.size(), cheapest.size());
   std::vector<int32_t> x, y;

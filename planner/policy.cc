@@ -50,20 +50,64 @@ absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
   return admitted;
 }
 
-std::vector<Move> CheapestRecomputeMoves(const StepAnalysis& a,
-                                         const Plan& base) {
-  // OrderCandidates(a, kept, CheaperToRebuildPerByte), with each key
-  // computed once: every level of slackswap's search sorts them again.
+std::vector<std::pair<double, int32_t>> KeptByRebuildNsPerByte(
+    const Graph& g, const StepAnalysis& a, const Plan& base, PerByte per) {
+  // Each key computed once: every level of slackswap's search sorts them
+  // again.
   std::vector<std::pair<double, int32_t>> kept;  // (ns per byte, tensor)
-  for (const Candidate& c : a.candidates) {
-    if (base.decisions[c.tensor].action == Action::kKeep) {
-      kept.push_back({RecomputeNsPerByte(c), c.tensor});
+  const std::vector<Candidate>& cs = a.candidates;
+  const auto keeps = [&](const Candidate& c) {
+    return base.decisions[c.tensor].action == Action::kKeep;
+  };
+  // A producer's outputs are produced together: its candidates are a run.
+  for (size_t begin = 0; begin < cs.size();) {
+    size_t end = begin + 1;
+    while (end < cs.size() && cs[end].producer == cs[begin].producer) ++end;
+    int64_t restored = 0;
+    for (size_t i = begin; i < end; ++i) {
+      if (keeps(cs[i]) && !g.index.has_recipe[cs[i].tensor]) {
+        restored += cs[i].bytes;
+      }
     }
+    for (size_t i = begin; i < end; ++i) {
+      const Candidate& c = cs[i];
+      if (!keeps(c)) continue;
+      const int64_t bytes =
+          per == PerByte::kRestoredByTheReRun && !g.index.has_recipe[c.tensor]
+              ? restored
+              : c.bytes;
+      kept.push_back({static_cast<double>(c.recompute_ns) /
+                          static_cast<double>(std::max<int64_t>(1, bytes)),
+                      c.tensor});
+    }
+    begin = end;
   }
   std::stable_sort(
       kept.begin(), kept.end(),
       [](const std::pair<double, int32_t>& x,
          const std::pair<double, int32_t>& y) { return x.first < y.first; });
+  return kept;
+}
+
+bool KeepsSiblings(const Graph& g, const StepAnalysis& a, const Plan& base) {
+  int32_t producer = kNone;
+  int kept_outputs = 0;
+  for (const Candidate& c : a.candidates) {
+    if (base.decisions[c.tensor].action != Action::kKeep ||
+        g.index.has_recipe[c.tensor]) {
+      continue;
+    }
+    kept_outputs = c.producer == producer ? kept_outputs + 1 : 1;
+    producer = c.producer;
+    if (kept_outputs > 1) return true;
+  }
+  return false;
+}
+
+std::vector<Move> CheapestRecomputeMoves(const Graph& g, const StepAnalysis& a,
+                                         const Plan& base, PerByte per) {
+  const std::vector<std::pair<double, int32_t>> kept =
+      KeptByRebuildNsPerByte(g, a, base, per);
   std::vector<Move> moves;
   moves.reserve(kept.size());
   for (const auto& [ns_per_byte, tensor] : kept) {
@@ -73,17 +117,22 @@ std::vector<Move> CheapestRecomputeMoves(const StepAnalysis& a,
 }
 
 absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
-                                                const Plan& base) {
+                                                const Plan& base, PerByte per) {
   std::string key;
   if (ctx.judge_memo != nullptr) {
-    key = JudgeMemo::Key(JudgeMemo::Kind::kRecomputeCheapestThatFit, base);
+    key =
+        JudgeMemo::Key(per == PerByte::kOfTheTensor
+                           ? JudgeMemo::Kind::kRecomputeCheapestThatFit
+                           : JudgeMemo::Kind::kRecomputeCheapestRestoredThatFit,
+                       base);
     std::optional<Judged> known = ctx.judge_memo->Recall(ctx, key, base);
     if (known.has_value()) return *std::move(known);
   }
   SLACKSWAP_ASSIGN_OR_RETURN(
       Judged fit,
-      FewestMovesThatFit(ctx, base, CheapestRecomputeMoves(ctx.analysis, base),
-                         Tracing::kOn));
+      FewestMovesThatFit(
+          ctx, base, CheapestRecomputeMoves(ctx.graph, ctx.analysis, base, per),
+          Tracing::kOn));
   // Asked only whether it fits: keeping what the budget does not need
   // would only make a plan that fits faster.
   if (ctx.first_feasible_plan && fit.result.feasible) {

@@ -60,8 +60,9 @@ absl::StatusOr<Plan> CapuchinPlan(const PlanningContext& ctx,
   // Most memory saved per second of recompute (MSPS) is the cheapest
   // rebuild per byte.
   SLACKSWAP_ASSIGN_OR_RETURN(
-      Judged best, FewestMovesThatFit(
-                       ctx, base, CheapestRecomputeMoves(ctx.analysis, base)));
+      Judged best,
+      FewestMovesThatFit(
+          ctx, base, CheapestRecomputeMoves(ctx.graph, ctx.analysis, base)));
   SLACKSWAP_RETURN_IF_ERROR(ExplainDecisions(
       ctx, "fits the budget", "longest free time that still hides (Capuchin)",
       "most memory saved per second of recompute (Capuchin MSPS)", best.plan));

@@ -10,11 +10,13 @@
 //     rebuild time per byte, and the recompute a swap displaces (its own
 //     rebuild, or the marginal rebuild its bytes spare) per unit of link
 //     time including latency, which matters on graphs with many tiny
-//     tensors.
+//     tensors; the marginal rebuild both per byte of a tensor and per byte
+//     its re-run restores (PerByte).
 //  3. Recompute the rest, cheapest rebuild per byte first, as few as the
 //     budget allows (checked by simulation), then keep those the budget
 //     turns out not to need: the cheapest-per-byte prefix also frees memory
 //     where the budget does not bind (after a peak in mid-forward, say).
+//     Per byte of the tensor, and apart, per byte its re-run restores.
 //  4. Repair, judged by simulation: a swap whose prefetch still arrives late
 //     becomes a recompute when rebuilding costs less than the stall, and the
 //     slack filled is tried at a few levels (all of it, just the bytes the
@@ -29,6 +31,11 @@
 //     swaps with recomputes (TryOtherCompletions: a re-run's other outputs
 //     rebuilt beside it, and the last bytes freed at the least rebuild
 //     time), kept only with a shorter step.
+//  6. Steps 2-5 as planner version 3 made them run unchanged; the levels
+//     beyond them (the third swap order, the completions per restored
+//     byte) are refined and completed apart, and their plan wins only with
+//     a shorter step (SlackLevels; docs/PLANNERS.md, "Siblings rebuilt
+//     together").
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -57,7 +64,11 @@ constexpr char kWhyRecompute[] =
 constexpr char kWhyRecomputeOtherwise[] =
     "outside the slack; rebuilt beside a sibling's re-run or to free the "
     "last bytes the budget needs at the least rebuild time";
+constexpr char kWhyRecomputeRestored[] =
+    "outside the slack; cheapest rebuild per byte its re-run restores first";
 constexpr char kWhyKeepAll[] = "the budget covers the whole activation peak";
+// The swap orders of planner version 3, first in SwapOrders.
+constexpr size_t kVersion3SwapOrders = 2;
 // Single-tensor changes tried on the best plan (RefineBySimulation).
 constexpr int kRefineTrials = 16;
 
@@ -71,7 +82,8 @@ class SlackSwapPolicy : public Policy {
           ExplainDecisions(ctx, kWhyKeepAll, "", "", plan));
       return plan;
     }
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged best, BestWithinTheSlack(ctx));
+    SLACKSWAP_ASSIGN_OR_RETURN(SlackLevels levels, BestWithinTheSlack(ctx));
+    Judged best = std::move(levels.best);
     std::string why_swap = kWhySwap;
     std::string why_recompute = kWhyRecompute;
     // Asked only for a verdict (PlanningContext::Answers): each stage below
@@ -162,59 +174,115 @@ class SlackSwapPolicy : public Policy {
     if (best.result.step_ns < step_before) {
       why_recompute = kWhyRecomputeOtherwise;
     }
+    // The levels' other plan, if still shorter than this answer, is lowered
+    // again (its schedule was not kept), refined and completed as this one
+    // was, and wins with a shorter step.
+    if (levels.other.has_value() &&
+        levels.other->result.step_ns < best.result.step_ns) {
+      SLACKSWAP_ASSIGN_OR_RETURN(Judged lowered,
+                                 JudgePlan(ctx, std::move(levels.other->plan)));
+      SLACKSWAP_ASSIGN_OR_RETURN(
+          Judged other,
+          RefineBySimulation(ctx, std::move(lowered), kRefineTrials));
+      other.schedule.reset();
+      const int64_t other_step_before = other.result.step_ns;
+      SLACKSWAP_ASSIGN_OR_RETURN(other,
+                                 TryOtherCompletions(ctx, std::move(other)));
+      if (other.result.feasible && other.result.step_ns < best.result.step_ns) {
+        why_swap = kWhySwap;
+        why_recompute = other.result.step_ns < other_step_before
+                            ? kWhyRecomputeOtherwise
+                            : kWhyRecomputeRestored;
+        best = std::move(other);
+      }
+    }
     return explained();
   }
 
  private:
-  // Two measures of a swap's worth, both judged by simulation:
+  // Measures of a swap's worth, each judged by simulation:
   //  - the seed's: rebuild time per byte (most expensive to rebuild first);
   //  - the recompute it displaces per unit of link time: its own rebuild if
   //    it would be rebuilt anyway, else the marginal rebuild its bytes spare,
   //    over its copy time with latency. This one does not spend the link on
   //    tiny tensors (norm statistics) whose copies are all latency and free
-  //    almost nothing.
+  //    almost nothing. The marginal rebuild is taken both per byte of the
+  //    tensor and per byte its re-run restores (PerByte): where siblings
+  //    are rebuilt together (attention's q, k and v) the second is lower,
+  //    and the link goes to large tensors (gpt2-xl's MLP activations) rather
+  //    than to siblings whose rebuild one re-run shares. Neither is the
+  //    better on every step.
+  // The first kVersion3SwapOrders are version 3's; `all` adds the rest.
   static std::vector<std::vector<const Candidate*>> SwapOrders(
-      const PlanningContext& ctx) {
+      const PlanningContext& ctx, bool all) {
     const StepAnalysis& a = ctx.analysis;
     const int64_t to_free =
         std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
-    const double marginal = MarginalRecomputeNsPerByte(a, to_free);
-    auto displaced_per_link_ns = [marginal](const Candidate& c) {
-      const double spared =
-          std::min(static_cast<double>(c.recompute_ns), marginal * c.bytes);
-      return spared /
-             static_cast<double>(std::max<int64_t>(1, c.d2h_ns + c.h2d_ns));
-    };
-    return {
-        OrderCandidates(a, CanSwap,
-                        [](const Candidate& x, const Candidate& y) {
-                          return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
-                        }),
-        OrderCandidates(a, CanSwap,
-                        [&](const Candidate& x, const Candidate& y) {
-                          const double vx = displaced_per_link_ns(x);
-                          const double vy = displaced_per_link_ns(y);
-                          if (vx != vy) return vx > vy;
-                          return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
-                        }),
-    };
+    std::vector<std::vector<const Candidate*>> orders = {
+        OrderCandidates(a, CanSwap, [](const Candidate& x, const Candidate& y) {
+          return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
+        })};
+    std::optional<double> last_marginal;
+    for (PerByte per : {PerByte::kOfTheTensor, PerByte::kRestoredByTheReRun}) {
+      if (per == PerByte::kRestoredByTheReRun && !all) break;
+      const double marginal =
+          MarginalRecomputeNsPerByte(ctx.graph, a, to_free, per);
+      if (last_marginal == marginal) continue;  // the same order
+      last_marginal = marginal;
+      auto displaced_per_link_ns = [marginal](const Candidate& c) {
+        const double spared =
+            std::min(static_cast<double>(c.recompute_ns), marginal * c.bytes);
+        return spared /
+               static_cast<double>(std::max<int64_t>(1, c.d2h_ns + c.h2d_ns));
+      };
+      orders.push_back(OrderCandidates(
+          a, CanSwap, [&](const Candidate& x, const Candidate& y) {
+            const double vx = displaced_per_link_ns(x);
+            const double vy = displaced_per_link_ns(y);
+            if (vx != vy) return vx > vy;
+            return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
+          }));
+    }
+    return orders;
   }
 
-  // The best simulated plan over both orders and several levels of fill of
-  // the slack (all of it, just the bytes the budget asks to free, and less:
-  // fewer transfers to compete with), each completed by recomputing the
-  // cheapest per byte.
-  static absl::StatusOr<Judged> BestWithinTheSlack(const PlanningContext& ctx) {
+  // The slack's levels: `best` is the search of planner version 3 (the
+  // first two swap orders, each level completed cheapest per tensor byte);
+  // `other` the best of the rest (the third order's levels, and every
+  // level completed cheapest per byte its re-run restores) when its step is
+  // shorter still. `best` goes through the later stages as in version 3,
+  // so that what it becomes is what version 3 made; `other` through
+  // refinement and the other completions apart, and wins only with a
+  // shorter step: a plan found sooner changes what every later stage
+  // starts from, and on some steps ends slower.
+  struct SlackLevels {
+    Judged best;
+    std::optional<Judged> other;
+  };
+
+  // The best simulated plans over the swap orders and several levels of
+  // fill of the slack (all of it, just the bytes the budget asks to free,
+  // and less: fewer transfers to compete with), each completed by
+  // recomputing the cheapest per byte, both ways (PerByte).
+  static absl::StatusOr<SlackLevels> BestWithinTheSlack(
+      const PlanningContext& ctx) {
     const int64_t to_free = std::max<int64_t>(
         0, ctx.analysis.unconstrained_peak_bytes - ctx.budget_bytes);
     std::optional<Judged> best;
+    std::optional<Judged> other;
     // Levels often pick the same swaps (no swaps at all, in both orders);
     // each set is judged once.
     absl::flat_hash_set<std::vector<int32_t>> judged_swaps;
-    for (const std::vector<const Candidate*>& order : SwapOrders(ctx)) {
+    // On a node every probe is a simulation of all its ranks, and a Fit
+    // multiplies a node plan's cost: there only version 3's search runs,
+    // as the other completions do not (TryOtherCompletions).
+    const bool search_other = ctx.node == nullptr;
+    const std::vector<std::vector<const Candidate*>> orders =
+        SwapOrders(ctx, search_other);
+    for (size_t o = 0; o < orders.size(); ++o) {
       SLACKSWAP_ASSIGN_OR_RETURN(
           const std::vector<int32_t> admitted,
-          AdmitToSlack(ctx, order, ctx.analysis.peak_ns));
+          AdmitToSlack(ctx, orders[o], ctx.analysis.peak_ns));
       std::vector<int64_t> limits = {to_free};
       int64_t total = 0;
       for (int32_t t : admitted) total += ctx.graph.index.bytes[t];
@@ -225,39 +293,89 @@ class SlackSwapPolicy : public Policy {
         std::vector<int32_t> swaps = FirstWithin(ctx.graph, admitted, limit);
         std::sort(swaps.begin(), swaps.end());
         if (!judged_swaps.insert(swaps).second) continue;
-        Plan base = Plan::KeepAll(ctx.graph);
         // A level that cannot beat the best so far is not planned: its
-        // plan would not be chosen.
-        if (ctx.prune_with_bounds && best.has_value() &&
-            best->result.feasible &&
-            LeastFeasibleStepNs(ctx, swaps) > best->result.step_ns) {
-          continue;
-        }
+        // plan would not be chosen. Version 3's search prunes against its
+        // own best, as it did.
+        const auto feasible = [](const std::optional<Judged>& j) {
+          return j.has_value() && j->result.feasible;
+        };
+        const int64_t least_step_ns =
+            ctx.prune_with_bounds && (feasible(best) || feasible(other))
+                ? LeastFeasibleStepNs(ctx, swaps)
+                : 0;
+        const auto cannot_beat = [&](const std::optional<Judged>& j) {
+          return ctx.prune_with_bounds && feasible(j) &&
+                 least_step_ns > j->result.step_ns;
+        };
+        const bool in_version3 = o < kVersion3SwapOrders;
+        Plan base = Plan::KeepAll(ctx.graph);
         for (int32_t t : swaps) base.decisions[t].action = Action::kSwap;
-        SLACKSWAP_ASSIGN_OR_RETURN(Judged j,
-                                   RecomputeCheapestThatFit(ctx, base));
-        // Asked only for a verdict: the best level is at least this one.
-        if (ctx.Answers(j.result)) return j;
-        if (!best.has_value() || Better(j.result, best->result)) {
-          best = std::move(j);
+        for (PerByte per :
+             {PerByte::kOfTheTensor, PerByte::kRestoredByTheReRun}) {
+          std::optional<Judged>& slot =
+              in_version3 && per == PerByte::kOfTheTensor ? best : other;
+          if (&slot == &other && !search_other) continue;
+          if (cannot_beat(best) || (&slot == &other && cannot_beat(other))) {
+            continue;
+          }
+          if (per == PerByte::kRestoredByTheReRun &&
+              !KeepsSiblings(ctx.graph, ctx.analysis, base)) {
+            continue;
+          }
+          // Outside version 3's search only a shorter step than the
+          // leader's is worth finding: the fewest moves that beat it.
+          const std::optional<Judged>& leader =
+              feasible(other) && other->result.step_ns < best->result.step_ns
+                  ? other
+                  : best;
+          std::optional<Judged> j;
+          if (&slot == &other && feasible(leader)) {
+            SLACKSWAP_ASSIGN_OR_RETURN(
+                std::optional<Judged> fit,
+                FewestMovesThatBeat(
+                    ctx, base,
+                    CheapestRecomputeMoves(ctx.graph, ctx.analysis, base, per),
+                    leader->result, Tracing::kOn));
+            if (!fit.has_value()) continue;
+            SLACKSWAP_ASSIGN_OR_RETURN(
+                j, KeepNeedlessRecomputes(ctx, *std::move(fit)));
+          } else {
+            SLACKSWAP_ASSIGN_OR_RETURN(
+                j, RecomputeCheapestThatFit(ctx, base, per));
+          }
+          // Asked only for a verdict: the best level is at least this one.
+          if (ctx.Answers(j->result)) return SlackLevels{*std::move(j), {}};
+          if (!slot.has_value() || Better(j->result, slot->result)) {
+            // Held through the rest of the levels beside version 3's best,
+            // and seldom refined: lowered again if it is (a schedule is
+            // about 90 bytes per op).
+            if (&slot == &other) j->schedule.reset();
+            slot = std::move(j);
+          }
         }
       }
     }
-    return *std::move(best);
+    if (other.has_value() &&
+        !(other->result.feasible &&
+          (!best->result.feasible ||
+           other->result.step_ns < best->result.step_ns))) {
+      other.reset();
+    }
+    return SlackLevels{*std::move(best), std::move(other)};
   }
 
-  // The rebuild cost per byte of the last tensor checkpointing alone
-  // (cheapest per byte first) would drop to free `to_free` bytes: what one
-  // more freed byte is worth.
-  static double MarginalRecomputeNsPerByte(const StepAnalysis& a,
-                                           int64_t to_free) {
-    std::vector<const Candidate*> order = OrderCandidates(
-        a, [](const Candidate&) { return true; }, CheaperToRebuildPerByte);
+  // The rebuild cost per byte of the last tensor that recomputing alone
+  // (cheapest per byte first, `per` byte) would drop to free `to_free`
+  // bytes: what one more freed byte is worth.
+  static double MarginalRecomputeNsPerByte(const Graph& g,
+                                           const StepAnalysis& a,
+                                           int64_t to_free, PerByte per) {
     double rate = 0;
-    for (const Candidate* c : order) {
+    for (const auto& [ns_per_byte, tensor] :
+         KeptByRebuildNsPerByte(g, a, Plan::KeepAll(g), per)) {
       if (to_free <= 0) break;
-      rate = RecomputeNsPerByte(*c);
-      to_free -= c->bytes;
+      rate = ns_per_byte;
+      to_free -= g.index.bytes[tensor];
     }
     return rate;
   }

@@ -14,7 +14,7 @@ namespace slackswap {
 
 // Bump when a change makes any plan or simulated figure differ, and record
 // the new fingerprint in planner/version_test.cc.
-inline constexpr int kPlannerVersion = 3;
+inline constexpr int kPlannerVersion = 4;
 
 // kPlannerVersion as text ("1").
 std::string PlannerVersion();

@@ -43,7 +43,9 @@ class JudgeMemo {
   // The judgments remembered, each a function of a plan's actions alone.
   enum class Kind : uint8_t {
     kJudgePlan,                 // JudgePlan
-    kRecomputeCheapestThatFit,  // RecomputeCheapestThatFit
+    kRecomputeCheapestThatFit,  // RecomputeCheapestThatFit, per tensor byte
+    // RecomputeCheapestThatFit, per byte the re-run restores
+    kRecomputeCheapestRestoredThatFit,
   };
 
   // At most this many bytes per element of the graph served (op, tensor,

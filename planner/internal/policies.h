@@ -83,16 +83,39 @@ absl::StatusOr<std::vector<int32_t>> CapuchinSwaps(const PlanningContext& ctx);
 absl::StatusOr<Plan> CapuchinPlan(const PlanningContext& ctx,
                                   absl::Span<const int32_t> swaps);
 
+// What "cheapest to rebuild per byte" divides a rebuild by.
+enum class PerByte : uint8_t {
+  // The tensor's own bytes: greedy checkpointing's order.
+  kOfTheTensor,
+  // The bytes its re-run restores: rebuilding a tensor re-runs its
+  // producer, which restores the producer's other outputs the plan keeps
+  // (docs/SIMULATOR.md, "Siblings are restored together"), so one rebuild
+  // frees them all. Attention's q, k and v cost a third each of what one
+  // alone does, and come in a row.
+  kRestoredByTheReRun,
+};
+
+// Each tensor `base` keeps with its rebuild time per byte, cheapest first
+// (ties in production order).
+std::vector<std::pair<double, int32_t>> KeptByRebuildNsPerByte(
+    const Graph& g, const StepAnalysis& a, const Plan& base, PerByte per);
+
+// Whether `base` keeps two or more outputs of one producer that its re-run
+// restores together: only then do the two PerByte orders differ.
+bool KeepsSiblings(const Graph& g, const StepAnalysis& a, const Plan& base);
+
 // Recompute moves for the tensors `base` keeps, cheapest rebuild per byte
 // first.
-std::vector<Move> CheapestRecomputeMoves(const StepAnalysis& a,
-                                         const Plan& base);
+std::vector<Move> CheapestRecomputeMoves(const Graph& g, const StepAnalysis& a,
+                                         const Plan& base,
+                                         PerByte per = PerByte::kOfTheTensor);
 
 // Recomputes as few of the tensors `base` keeps as the budget allows,
 // cheapest rebuild per byte first (checked by simulation), then keeps those
 // it turns out not to need (KeepNeedlessRecomputes).
-absl::StatusOr<Judged> RecomputeCheapestThatFit(const PlanningContext& ctx,
-                                                const Plan& base);
+absl::StatusOr<Judged> RecomputeCheapestThatFit(
+    const PlanningContext& ctx, const Plan& base,
+    PerByte per = PerByte::kOfTheTensor);
 
 // `moves` with each move whose rebuild re-runs its tensor's producer
 // followed by the producer's other outputs among `moves` (their own moves
