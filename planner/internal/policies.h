@@ -4,8 +4,10 @@
 #define SLACKSWAP_PLANNER_INTERNAL_POLICIES_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -101,7 +103,7 @@ std::vector<std::pair<double, int32_t>> KeptByRebuildNsPerByte(
     const Graph& g, const StepAnalysis& a, const Plan& base, PerByte per);
 
 // Whether `base` keeps two or more outputs of one producer that its re-run
-// restores together: only then do the two PerByte orders differ.
+// restores together: only then can the two PerByte orders differ.
 bool KeepsSiblings(const Graph& g, const StepAnalysis& a, const Plan& base);
 
 // Recompute moves for the tensors `base` keeps, cheapest rebuild per byte
