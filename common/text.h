@@ -129,10 +129,11 @@ class TextPool {
   // across a graph (dtypes, shapes).
   Text Intern(absl::string_view s);
 
- private:
-  // Strings this long or longer get a block of their own.
+  // The characters a shared block holds; strings of an eighth of this or
+  // longer get a block of their own.
   static constexpr size_t kBlockBytes = 64 << 10;
 
+ private:
   Text::Block* block_ = nullptr;
   size_t used_ = 0;
   // Keys view their Text's characters.

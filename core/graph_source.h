@@ -1,7 +1,9 @@
 // Graphs a request may name by digest (StepSpec.graph_sha256) instead of
 // carrying them: the service's PutGraph store implements this; the core
 // only looks graphs up. A graph here was validated and indexed when it was
-// stored (PlanningCore::PrepareGraph).
+// stored (PlanningCore::PrepareGraph). A source may also hold the built-in
+// workloads' graphs the core built, so that the next request naming the
+// same workload skips building it (an eighth of a gpt2-xl plan's CPU).
 //
 //   class Store : public GraphSource { ... };
 //   PlanningCore core(CoreLimits{}, /*observer=*/nullptr, &store);
@@ -20,6 +22,18 @@ class GraphSource {
   virtual ~GraphSource() = default;
   // The graph stored under `sha256` (lower-case hex), or null. Thread-safe.
   virtual std::shared_ptr<const Graph> Find(const std::string& sha256) = 0;
+
+  // The graph the core built for a workload under `key` (its name and
+  // overrides; core/request_convert.cc), or null. Thread-safe. By default
+  // none is held.
+  virtual std::shared_ptr<const Graph> FindWorkload(const std::string& key) {
+    return nullptr;
+  }
+  // Offers a workload's graph the core built (validated and indexed) for
+  // later FindWorkload calls with `key`; the source may decline it.
+  // Thread-safe.
+  virtual void HoldWorkload(const std::string& key,
+                            std::shared_ptr<const Graph> graph) {}
 };
 
 }  // namespace slackswap

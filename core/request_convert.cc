@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -85,18 +89,66 @@ absl::Status NoneSet(const std::string& prefix, absl::string_view what) {
 
 namespace {
 
+// RESOURCE_EXHAUSTED, naming `field`, for a built graph over the ops limit.
+absl::Status CheckBuiltSize(const Graph& g, const std::string& field,
+                            const CoreLimits& limits) {
+  if (static_cast<int64_t>(g.ops.size()) > limits.max_graph_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(field, ": ", g.ops.size(), " ops exceed the limit of ",
+                     limits.max_graph_ops));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Graph> BuildWorkloadIn(const std::string& name,
                                       const WorkloadOverrides& o,
                                       const std::string& field,
                                       const CoreLimits& limits) {
   absl::StatusOr<Graph> graph = BuildWorkload(name, o);
   if (!graph.ok()) return InField(field, graph.status());
-  if (static_cast<int64_t>(graph->ops.size()) > limits.max_graph_ops) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(field, ": ", graph->ops.size(),
-                     " ops exceed the limit of ", limits.max_graph_ops));
-  }
+  SLACKSWAP_RETURN_IF_ERROR(CheckBuiltSize(*graph, field, limits));
   return graph;
+}
+
+// What names a built workload's graph: the workload and every override,
+// set or not (the catalog is compiled in, so equal keys build equal
+// graphs).
+std::string WorkloadKey(const std::string& name, const WorkloadOverrides& o) {
+  std::string key = name;
+  const auto add = [&key](const std::optional<int64_t>& v) {
+    absl::StrAppend(&key, "|", v.has_value() ? absl::StrCat(*v) : "-");
+  };
+  add(o.batch);
+  add(o.seq);
+  add(o.layers);
+  add(o.attention.has_value()
+          ? std::optional<int64_t>(static_cast<int64_t>(*o.attention))
+          : std::nullopt);
+  add(o.data_parallel);
+  add(o.fully_sharded);
+  add(o.tensor_parallel);
+  add(o.rank);
+  return key;
+}
+
+// BuildWorkloadIn, reusing the graph `graphs` holds for the same workload
+// and offering it the one built. The size limit is checked either way: a
+// source may be shared by cores with other limits.
+absl::StatusOr<std::shared_ptr<const Graph>> SharedWorkloadIn(
+    const std::string& name, const WorkloadOverrides& o,
+    const std::string& field, const CoreLimits& limits, GraphSource* graphs) {
+  std::string key;
+  if (graphs != nullptr) {
+    key = WorkloadKey(name, o);
+    if (std::shared_ptr<const Graph> held = graphs->FindWorkload(key)) {
+      SLACKSWAP_RETURN_IF_ERROR(CheckBuiltSize(*held, field, limits));
+      return held;
+    }
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(Graph g, BuildWorkloadIn(name, o, field, limits));
+  auto built = std::make_shared<const Graph>(std::move(g));
+  if (graphs != nullptr) graphs->HoldWorkload(key, built);
+  return built;
 }
 
 }  // namespace
@@ -193,9 +245,10 @@ absl::StatusOr<std::shared_ptr<const Graph>> ResolveGraph(
     return stored;
   }
   if (workload != nullptr) {
-    SLACKSWAP_ASSIGN_OR_RETURN(
-        Graph g, ResolveWorkload(*workload, prefix + "workload", limits));
-    return std::make_shared<const Graph>(std::move(g));
+    const std::string field = prefix + "workload";
+    SLACKSWAP_ASSIGN_OR_RETURN(WorkloadOverrides o,
+                               ResolveOverrides(*workload, field, limits));
+    return SharedWorkloadIn(workload->name(), o, field, limits, graphs);
   }
   return NoneSet(prefix, "set graph_inline, graph_sha256 or workload");
 }
@@ -237,7 +290,7 @@ namespace {
 // groups), for ranks 1 to step.ranks - 1; rank 0's is the step's graph.
 absl::Status ResolveRankGraphs(const v1::WorkloadRef& ref,
                                const CoreLimits& limits, const StopFn& stop,
-                               Step& step) {
+                               GraphSource* graphs, Step& step) {
   const std::string field = "step.workload";
   SLACKSWAP_ASSIGN_OR_RETURN(WorkloadOverrides o,
                              ResolveOverrides(ref, field, limits));
@@ -257,9 +310,10 @@ absl::Status ResolveRankGraphs(const v1::WorkloadRef& ref,
       return absl::CancelledError("building the ranks' steps stopped");
     }
     o.rank = r;
-    SLACKSWAP_ASSIGN_OR_RETURN(Graph g,
-                               BuildWorkloadIn(ref.name(), o, field, limits));
-    step.rank_graphs.push_back(std::make_shared<const Graph>(std::move(g)));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        std::shared_ptr<const Graph> g,
+        SharedWorkloadIn(ref.name(), o, field, limits, graphs));
+    step.rank_graphs.push_back(std::move(g));
   }
   return absl::OkStatus();
 }
@@ -320,7 +374,7 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
     SLACKSWAP_ASSIGN_OR_RETURN(step.hw, ResolveHardwareOf(spec, "step."));
   } else if (spec.has_workload()) {
     SLACKSWAP_RETURN_IF_ERROR(
-        ResolveRankGraphs(spec.workload(), limits, stop, step));
+        ResolveRankGraphs(spec.workload(), limits, stop, graphs, step));
   }
   return step;
 }

@@ -53,7 +53,9 @@ struct Step {
 };
 
 // `stop` is polled while an inline graph is converted. A graph named by
-// digest comes from `graphs` (NOT_FOUND when it is null or lacks it). With
+// digest comes from `graphs` (NOT_FOUND when it is null or lacks it); a
+// workload's graphs (each rank's, on a node) are taken from `graphs` when
+// it holds them (FindWorkload), else built and offered to it. With
 // a node (ResolveNode), hardware may be left out; given, it must be the
 // node's GPU.
 absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
@@ -74,9 +76,9 @@ absl::StatusOr<Graph> ResolveInlineGraph(const v1::OperatorGraph& g,
                                          const StopFn& stop);
 
 // The graph of whichever of an inline graph, a stored graph's digest (from
-// `graphs`; NOT_FOUND when it is null or lacks it) or a workload is
-// non-null; errors name prefix + the field (prefix e.g. "step."). None:
-// INVALID_ARGUMENT.
+// `graphs`; NOT_FOUND when it is null or lacks it) or a workload (held by
+// `graphs` or built and offered to it) is non-null; errors name prefix + the
+// field (prefix e.g. "step."). None: INVALID_ARGUMENT.
 absl::StatusOr<std::shared_ptr<const Graph>> ResolveGraph(
     const v1::OperatorGraph* inline_graph, const std::string* graph_sha256,
     const v1::WorkloadRef* workload, const std::string& prefix,

@@ -549,4 +549,56 @@ absl::Status IndexGraph(Graph& g, const StopFn& stop) {
   return indexer.Index();
 }
 
+namespace {
+
+template <typename T>
+int64_t CapacityBytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+
+// An inline list's elements on the heap, once it outgrows its inline room.
+int64_t SpilledBytes(const TensorIds& ids) {
+  return ids.size() > 4 ? static_cast<int64_t>(ids.capacity() * sizeof(int32_t))
+                        : 0;
+}
+
+}  // namespace
+
+int64_t ApproxHeldBytes(const Graph& g) {
+  int64_t bytes =
+      static_cast<int64_t>(g.name.capacity() + g.description.capacity()) +
+      CapacityBytes(g.tensors) + CapacityBytes(g.ops);
+  // Names are packed in a pool's blocks (TextPool), the last one part full.
+  int64_t name_bytes = 0;
+  for (const Tensor& t : g.tensors) {
+    name_bytes += static_cast<int64_t>(t.name.size());
+    if (t.rebuild) {
+      bytes += static_cast<int64_t>(sizeof(Rebuild)) +
+               SpilledBytes(t.rebuild->inputs);
+    }
+  }
+  for (const Op& op : g.ops) {
+    name_bytes += static_cast<int64_t>(op.name.size());
+    bytes += SpilledBytes(op.inputs) + SpilledBytes(op.outputs);
+    if (op.collective) {
+      bytes += static_cast<int64_t>(sizeof(Collective)) +
+               CapacityBytes(op.collective->group);
+    }
+  }
+  constexpr int64_t kBlock = TextPool::kBlockBytes;
+  bytes += (name_bytes + kBlock - 1) / kBlock * kBlock;
+  const GraphIndex& x = g.index;
+  for (const std::vector<int32_t>* v :
+       {&x.producer, &x.last_fwd_use, &x.first_bwd_use, &x.last_use, &x.saved,
+        &x.consumer_offsets, &x.consumers}) {
+    bytes += CapacityBytes(*v);
+  }
+  for (const std::vector<uint8_t>* v :
+       {&x.is_saved, &x.has_recipe, &x.collective_output,
+        &x.reads_collective_output}) {
+    bytes += CapacityBytes(*v);
+  }
+  return bytes + CapacityBytes(x.bytes);
+}
+
 }  // namespace slackswap

@@ -222,6 +222,13 @@ struct Graph {
   std::string TensorLabel(int32_t tensor) const;
 };
 
+// The heap a graph holds, about: its structs, names (in whole blocks of
+// TextPool's), spilled id lists, recipes, collectives and index (each
+// vector by capacity; interned dtypes and shapes, shared by every tensor,
+// not counted). What a cache of graphs
+// charges for one (checked against malloc's count in graph_test).
+int64_t ApproxHeldBytes(const Graph& g);
+
 // Validates the graph and fills g.index. Rejects, naming the op or tensor and
 // field: empty graphs, collectives whose bytes or group are out of range
 // (a group of 1 to kMaxCollectiveRanks distinct ranks; send/receive: 2;

@@ -113,6 +113,13 @@ TEST_F(FreeSiblingsTest, PerByteTheReRunRestoresTheNormsOutputsComeFirst) {
   EXPECT_EQ(KeptByRebuildNsPerByte(step_.graph, step_.analysis, keep_all,
                                    PerByte::kOfTheTensor),
             (Ranked{{0.15, y_}, {0.5, u_}, {0.75, s_}, {10.0, w_}}));
+  // Over every candidate, as the keep-all plan keeps them.
+  EXPECT_EQ(EveryCandidateByRebuildNsPerByte(step_.graph, step_.analysis,
+                                             PerByte::kRestoredByTheReRun),
+            (Ranked{{0.125, y_}, {0.125, s_}, {0.5, u_}, {10.0, w_}}));
+  EXPECT_EQ(EveryCandidateByRebuildNsPerByte(step_.graph, step_.analysis,
+                                             PerByte::kOfTheTensor),
+            (Ranked{{0.15, y_}, {0.5, u_}, {0.75, s_}, {10.0, w_}}));
   EXPECT_TRUE(KeepsSiblings(step_.graph, step_.analysis, keep_all));
   // With s already dropped, y's re-run restores only y.
   Plan without_s = keep_all;

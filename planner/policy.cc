@@ -50,43 +50,61 @@ absl::StatusOr<std::vector<int32_t>> AdmitToSlack(
   return admitted;
 }
 
-std::vector<std::pair<double, int32_t>> KeptByRebuildNsPerByte(
-    const Graph& g, const StepAnalysis& a, const Plan& base, PerByte per) {
+namespace {
+
+template <typename Kept>
+std::vector<std::pair<double, int32_t>> KeptByRebuildNsPerByteIf(
+    const Graph& g, const StepAnalysis& a, const Kept& kept, PerByte per) {
   // Each key computed once: every level of slackswap's search sorts them
   // again.
-  std::vector<std::pair<double, int32_t>> kept;  // (ns per byte, tensor)
+  std::vector<std::pair<double, int32_t>> order;  // (ns per byte, tensor)
   const std::vector<Candidate>& cs = a.candidates;
-  const auto keeps = [&](const Candidate& c) {
-    return base.decisions[c.tensor].action == Action::kKeep;
-  };
   // A producer's outputs are produced together: its candidates are a run.
   for (size_t begin = 0; begin < cs.size();) {
     size_t end = begin + 1;
     while (end < cs.size() && cs[end].producer == cs[begin].producer) ++end;
     int64_t restored = 0;
     for (size_t i = begin; i < end; ++i) {
-      if (keeps(cs[i]) && !g.index.has_recipe[cs[i].tensor]) {
+      if (kept(cs[i]) && !g.index.has_recipe[cs[i].tensor]) {
         restored += cs[i].bytes;
       }
     }
     for (size_t i = begin; i < end; ++i) {
       const Candidate& c = cs[i];
-      if (!keeps(c)) continue;
+      if (!kept(c)) continue;
       const int64_t bytes =
           per == PerByte::kRestoredByTheReRun && !g.index.has_recipe[c.tensor]
               ? restored
               : c.bytes;
-      kept.push_back({static_cast<double>(c.recompute_ns) /
-                          static_cast<double>(std::max<int64_t>(1, bytes)),
-                      c.tensor});
+      order.push_back({static_cast<double>(c.recompute_ns) /
+                           static_cast<double>(std::max<int64_t>(1, bytes)),
+                       c.tensor});
     }
     begin = end;
   }
   std::stable_sort(
-      kept.begin(), kept.end(),
+      order.begin(), order.end(),
       [](const std::pair<double, int32_t>& x,
          const std::pair<double, int32_t>& y) { return x.first < y.first; });
-  return kept;
+  return order;
+}
+
+}  // namespace
+
+std::vector<std::pair<double, int32_t>> KeptByRebuildNsPerByte(
+    const Graph& g, const StepAnalysis& a, const Plan& base, PerByte per) {
+  return KeptByRebuildNsPerByteIf(
+      g, a,
+      [&](const Candidate& c) {
+        return base.decisions[c.tensor].action == Action::kKeep;
+      },
+      per);
+}
+
+std::vector<std::pair<double, int32_t>> EveryCandidateByRebuildNsPerByte(
+    const Graph& g, const StepAnalysis& a, PerByte per) {
+  return KeptByRebuildNsPerByteIf(
+      g, a, [](const Candidate&) { return true; }, per);
 }
 
 bool KeepsSiblings(const Graph& g, const StepAnalysis& a, const Plan& base) {

@@ -372,7 +372,7 @@ class SlackSwapPolicy : public Policy {
                                            int64_t to_free, PerByte per) {
     double rate = 0;
     for (const auto& [ns_per_byte, tensor] :
-         KeptByRebuildNsPerByte(g, a, Plan::KeepAll(g), per)) {
+         EveryCandidateByRebuildNsPerByte(g, a, per)) {
       if (to_free <= 0) break;
       rate = ns_per_byte;
       to_free -= g.index.bytes[tensor];

@@ -3,7 +3,9 @@
 // first out) and in time (an entry unused for its time to live expires).
 // Each holds the graph converted and indexed, so a request by digest skips
 // parsing and validating it again. It is a cache, not state: a client that
-// gets NOT_FOUND sends the graph again, to any replica.
+// gets NOT_FOUND sends the graph again, to any replica. The service keeps
+// the built-in workloads' graphs it built in a second one, keyed by
+// workload (SharedGraphSource::HoldWorkload).
 //
 //   GraphStore store(/*capacity_bytes=*/256 << 20, absl::Hours(1));
 //   store.Put(digest, std::make_shared<const Graph>(graph), charge);

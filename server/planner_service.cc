@@ -267,11 +267,15 @@ PlannerService::PlannerService(const ServiceOptions& options,
       log_(log),
       observer_(std::make_unique<MetricsObserver>(metrics)),
       graphs_(options.graph_store_bytes, absl::Seconds(options.graph_ttl_s)),
+      workload_graphs_(options.workload_graph_bytes,
+                       absl::Seconds(options.graph_ttl_s)),
       shared_(MakeSharedTier(options, log)),
-      graph_source_(&graphs_, shared_.get(), kStoredBytesPerWireByte,
-                    [this](const v1::OperatorGraph& graph) {
-                      return core_.PrepareGraph(graph, StopFn());
-                    }),
+      graph_source_(
+          &graphs_, shared_.get(), kStoredBytesPerWireByte,
+          [this](const v1::OperatorGraph& graph) {
+            return core_.PrepareGraph(graph, StopFn());
+          },
+          &workload_graphs_),
       core_(options.limits, observer_.get(), &graph_source_),
       info_([&] {
         v1::ServerInfoResponse info = core_.Info();

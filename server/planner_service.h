@@ -75,6 +75,9 @@ struct ServiceOptions {
   // graph stays.
   int64_t graph_store_bytes = 64 << 20;
   double graph_ttl_s = 3600;
+  // The built-in workloads' graphs kept built (expiring as stored graphs
+  // do): bytes they may hold; 0: each request builds its own.
+  int64_t workload_graph_bytes = 32 << 20;
   // Log one cache hit in this many (0: none); every other call is logged.
   int log_cache_hits_every = 100;
   // After a call that held at least this much, give freed memory back to
@@ -216,6 +219,7 @@ class PlannerService final : public RawPlannerService {
   const std::unique_ptr<CoreObserver> observer_;
   // Thread-safe by themselves.
   GraphStore graphs_;
+  GraphStore workload_graphs_;
   // Null without a shared store.
   const std::unique_ptr<SharedTier> shared_;
   SharedGraphSource graph_source_;

@@ -3,14 +3,18 @@
 #include <optional>
 #include <utility>
 
+#include "model/graph.h"
+
 namespace slackswap {
 
 SharedGraphSource::SharedGraphSource(GraphStore* local, SharedTier* shared,
-                                     int64_t charge_per_byte, Prepare prepare)
+                                     int64_t charge_per_byte, Prepare prepare,
+                                     GraphStore* workloads)
     : local_(local),
       shared_(shared),
       charge_per_byte_(charge_per_byte),
-      prepare_(std::move(prepare)) {}
+      prepare_(std::move(prepare)),
+      workloads_(workloads) {}
 
 std::shared_ptr<const Graph> SharedGraphSource::Find(
     const std::string& sha256) {
@@ -28,6 +32,18 @@ std::shared_ptr<const Graph> SharedGraphSource::Find(
   local_->Put(sha256, shared,
               charge_per_byte_ * static_cast<int64_t>(bytes->size()));
   return shared;
+}
+
+std::shared_ptr<const Graph> SharedGraphSource::FindWorkload(
+    const std::string& key) {
+  return workloads_ == nullptr ? nullptr : workloads_->Find(key);
+}
+
+void SharedGraphSource::HoldWorkload(const std::string& key,
+                                     std::shared_ptr<const Graph> graph) {
+  if (workloads_ == nullptr) return;
+  const int64_t charge = ApproxHeldBytes(*graph);
+  workloads_->Put(key, std::move(graph), charge);
 }
 
 }  // namespace slackswap

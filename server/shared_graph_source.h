@@ -2,12 +2,14 @@
 // (PutGraph) and then, when there is a shared tier, in Redis: a graph
 // another replica stored is read back, checked against its digest, parsed,
 // validated and indexed like a PutGraph (PlanningCore::PrepareGraph), and
-// kept in the local store for the next request.
+// kept in the local store for the next request. The built-in workloads'
+// graphs the core builds are held apart, in this replica only (building
+// one is cheaper than reading it from Redis), charged ApproxHeldBytes.
 //
 //   SharedGraphSource graphs(&store, shared_tier, /*charge_per_byte=*/4,
 //                            [&](const v1::OperatorGraph& g) {
 //                              return core.PrepareGraph(g, nullptr);
-//                            });
+//                            }, &workload_store);
 //   std::shared_ptr<const Graph> g = graphs.Find(digest);  // or null
 //
 // Thread-safe.
@@ -33,12 +35,18 @@ class SharedGraphSource : public GraphSource {
       std::function<absl::StatusOr<Graph>(const v1::OperatorGraph& graph)>;
 
   // `shared` may be null (no shared tier). `charge_per_byte`: the local
-  // store's charge per canonical byte, as PutGraph charges. REQUIRES: local
-  // and shared outlive this; `prepare` is callable whenever Find is.
+  // store's charge per canonical byte, as PutGraph charges. `workloads`,
+  // where built workloads' graphs are held, may be null (none held).
+  // REQUIRES: local, shared and workloads outlive this; `prepare` is
+  // callable whenever Find is.
   SharedGraphSource(GraphStore* local, SharedTier* shared,
-                    int64_t charge_per_byte, Prepare prepare);
+                    int64_t charge_per_byte, Prepare prepare,
+                    GraphStore* workloads = nullptr);
 
   std::shared_ptr<const Graph> Find(const std::string& sha256) override;
+  std::shared_ptr<const Graph> FindWorkload(const std::string& key) override;
+  void HoldWorkload(const std::string& key,
+                    std::shared_ptr<const Graph> graph) override;
 
  private:
   // Immutable after construction.
@@ -46,6 +54,7 @@ class SharedGraphSource : public GraphSource {
   SharedTier* const shared_;
   const int64_t charge_per_byte_;
   const Prepare prepare_;
+  GraphStore* const workloads_;
 };
 
 }  // namespace slackswap

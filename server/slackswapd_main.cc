@@ -62,6 +62,10 @@ ABSL_FLAG(int64_t, graph_store_mb, 64,
           "0 disables the store.");
 ABSL_FLAG(double, graph_ttl_s, 3600,
           "A stored graph unused for this long expires.");
+ABSL_FLAG(int64_t, workload_graphs_mb, 32,
+          "Built-in workloads' graphs kept built for the next request that "
+          "names the same workload, at most this many MiB (estimated; "
+          "unused ones expire after --graph_ttl_s); 0: built every time.");
 ABSL_FLAG(int32_t, log_cache_hits_every, 100,
           "Log one plan cache hit in this many (0: none); every other call "
           "is logged.");
@@ -190,6 +194,9 @@ absl::Status CheckFlagRanges() {
                  1 << 20},
            Range{"graph_ttl_s", absl::GetFlag(FLAGS_graph_ttl_s), 1,
                  86'400 * 30},
+           Range{"workload_graphs_mb",
+                 static_cast<double>(absl::GetFlag(FLAGS_workload_graphs_mb)),
+                 0, 1 << 20},
            Range{"log_cache_hits_every",
                  static_cast<double>(absl::GetFlag(FLAGS_log_cache_hits_every)),
                  0, 1e9},
@@ -310,6 +317,7 @@ absl::StatusOr<ServiceOptions> ServiceOptionsFromFlags() {
       static_cast<int64_t>(absl::GetFlag(FLAGS_max_message_mb)) << 20;
   options.graph_store_bytes = absl::GetFlag(FLAGS_graph_store_mb) << 20;
   options.graph_ttl_s = absl::GetFlag(FLAGS_graph_ttl_s);
+  options.workload_graph_bytes = absl::GetFlag(FLAGS_workload_graphs_mb) << 20;
   options.log_cache_hits_every = absl::GetFlag(FLAGS_log_cache_hits_every);
   options.trim_after_bytes = absl::GetFlag(FLAGS_trim_after_mb) << 20;
   options.shared_result_ttl_s = absl::GetFlag(FLAGS_shared_store_ttl_s);

@@ -209,6 +209,11 @@ TEST(ServerPlanTest, RemotePlanEqualsLocalCore) {
   v1::PlanRequest full = Gpt2Plan(std::nullopt, 0.5, {});
   full.set_include_reasons(true);
   requests.push_back(full);
+  // The first request's workload again, at another budget: its graph is
+  // the one the server kept built (--workload_graphs_mb).
+  v1::PlanRequest again = Gpt2Plan(4, 0.3, {});
+  again.set_include_reasons(true);
+  requests.push_back(again);
 
   for (const v1::PlanRequest& req : requests) {
     SCOPED_TRACE(req.ShortDebugString());

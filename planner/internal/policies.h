@@ -102,6 +102,11 @@ enum class PerByte : uint8_t {
 std::vector<std::pair<double, int32_t>> KeptByRebuildNsPerByte(
     const Graph& g, const StepAnalysis& a, const Plan& base, PerByte per);
 
+// The same order over every candidate, as if all were kept: without
+// making a keep-all plan (a decision per tensor).
+std::vector<std::pair<double, int32_t>> EveryCandidateByRebuildNsPerByte(
+    const Graph& g, const StepAnalysis& a, PerByte per);
+
 // Whether `base` keeps two or more outputs of one producer that its re-run
 // restores together: only then can the two PerByte orders differ.
 bool KeepsSiblings(const Graph& g, const StepAnalysis& a, const Plan& base);

@@ -357,7 +357,8 @@ def main():
              f"--threads={threads} but CPU request/limit "
              f"{res['requests']['cpu']}/{res['limits']['cpu']}")
     # Memory: every worker planning its largest request, the requests held,
-    # the cache and the graph store, beside the process itself, stay under
+    # the cache, the graph store and the built workloads' graphs, beside the
+    # process itself, stay under
     # the limit; with a shared store, also its queue of writes and a value
     # read back by every worker.
     shared_mib = 0
@@ -366,12 +367,14 @@ def main():
                       threads * int(eff["shared_store_max_entry_mb"]))
     worst_mib = (threads * int(eff["max_request_mb"]) +
                  int(eff["max_queued_mb"]) + int(eff["cache_mb"]) +
-                 int(eff["graph_store_mb"]) + shared_mib + PROCESS_MIB)
+                 int(eff["graph_store_mb"]) + int(eff["workload_graphs_mb"]) +
+                 shared_mib + PROCESS_MIB)
     limit_mib = mem_bytes(res["limits"]["memory"]) / (1 << 20)
     du.check(worst_mib <= limit_mib,
              f"--threads={threads} x --max_request_mb={eff['max_request_mb']}"
              f" + --max_queued_mb={eff['max_queued_mb']} + --cache_mb="
              f"{eff['cache_mb']} + --graph_store_mb={eff['graph_store_mb']}"
+             f" + --workload_graphs_mb={eff['workload_graphs_mb']}"
              + (f" + the shared tier's {SHARED_WRITE_QUEUE_MIB} MiB of "
                 f"writes + {threads} x --shared_store_max_entry_mb="
                 f"{eff['shared_store_max_entry_mb']}" if shared_mib else "")
