@@ -23,13 +23,14 @@ constexpr int64_t kBytesPerElement = 400;
 // Fixed per request: the catalog, the response, allocator slack.
 constexpr int64_t kBytesPerRequest = 4 << 20;
 // One plan of the most expensive heuristic (slackswap), per graph element:
-// measured 1.2-2.3 microseconds (bench/planner_bench, 4,000 to 670,000
-// elements), since it compares, repairs and refines every candidate. The
-// whole PlanStep of a slackswap request, inline graph converted and the
-// device fit reported, on gpt2-xl: 2.4, 3.2 and 3.3 us at 160,000,
-// 1.6 million and 6.7 million elements (1,000, 10,000 and 41,666 layers);
-// on a 200,000-link chain, 7.5 us.
-constexpr double kSecondsPerElementPlan = 3e-6;
+// the whole request (`slackswap plan --graph FILE --policy slackswap`, the
+// file read and converted, the device fit reported), wall time, planner
+// version 4: gpt2-xl of 1,000, 10,000 and 41,666 layers (160,059,
+// 1,600,059 and 6,666,619 elements) 1.1, 2.0 and 1.1 us at budget 0.5, and
+// 2.9, 4.7 and 4.1 us at 0.3, where the search judges more levels on more
+// recomputes. A 200,000-link chain: 0.9 us at 0.5, 7.6 us at 0.3 (its
+// chains of recomputes lower long), the one shape measured above this.
+constexpr double kSecondsPerElementPlan = 5e-6;
 
 // A parsed request's memory per byte of its wire form (the message, parsed
 // on an arena by the server: the domain graph's layout does not change it).
