@@ -844,6 +844,18 @@ v1::PlanRequest HugePlan(int64_t links = 20'000) {
   return req;
 }
 
+// A request of a few bytes (a workload reference) that plans for about a
+// second on a machine like CI's: gpt2-xl of 600 layers under a 1-byte
+// budget, every policy failing and each one's lowest reachable budget
+// searched. For deadlines of milliseconds, which HugePlan's megabyte could
+// spend on the wire before the server sees the call (under the
+// sanitizers, it did).
+v1::PlanRequest LongPlanOfASmallRequest() {
+  v1::PlanRequest req = Gpt2Plan(600, 0.5, {});
+  req.set_budget_bytes(1);
+  return req;
+}
+
 // Admitted well under the server's time limit, then planning for far
 // longer: the limit sits twice above HugePlan(50'000)'s estimate and over
 // twice below its planning time.
@@ -875,7 +887,8 @@ TEST(ServerDeadlineTest, ExpiredDeadlineStopsTheWork) {
   grpc::ClientContext ctx;
   SetDeadline(ctx, milliseconds(50));
   v1::PlanResponse resp;
-  const grpc::Status s = server.stub().Plan(&ctx, HugePlan(), &resp);
+  const grpc::Status s =
+      server.stub().Plan(&ctx, LongPlanOfASmallRequest(), &resp);
   const SteadyClock::time_point returned = SteadyClock::now();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
       << s.error_message();
