@@ -277,7 +277,7 @@ TEST(GraphLayoutTest, ApproxHeldBytesIsMallocsCount) {
     EXPECT_GT(approx, 0.9 * held) << name << ", " << g->ops.size() << " ops";
     EXPECT_LT(approx, 1.1 * held) << name << ", " << g->ops.size() << " ops";
   };
-  for (const std::string& name : {"gpt2-xl", "llama-7b", "bert-large"}) {
+  for (const char* name : {"gpt2-xl", "llama-7b", "bert-large"}) {
     for (const WorkloadOverrides& o :
          {WorkloadOverrides{}, WorkloadOverrides{.layers = 4},
           WorkloadOverrides{.layers = 200},
