@@ -558,8 +558,9 @@ int64_t CapacityBytes(const std::vector<T>& v) {
 
 // An inline list's elements on the heap, once it outgrows its inline room.
 int64_t SpilledBytes(const TensorIds& ids) {
-  return ids.size() > 4 ? static_cast<int64_t>(ids.capacity() * sizeof(int32_t))
-                        : 0;
+  return ids.size() > kInlineTensorIds
+             ? static_cast<int64_t>(ids.capacity() * sizeof(int32_t))
+             : 0;
 }
 
 }  // namespace

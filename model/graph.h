@@ -98,7 +98,8 @@ struct Collective {
 // The tensors an op reads or writes, by index. Most ops have a handful:
 // kept inline, so a graph of a million ops is not millions of allocations
 // to make and free.
-using TensorIds = absl::InlinedVector<int32_t, 4>;
+inline constexpr size_t kInlineTensorIds = 4;
+using TensorIds = absl::InlinedVector<int32_t, kInlineTensorIds>;
 
 // The dimensions the cost model's efficiency tables are looked up by
 // (model/efficiency.h). A GEMM [m, k] x [k, n] (one matrix of a batched
