@@ -108,8 +108,9 @@ absl::StatusOr<Judged> TryOtherCompletions(const PlanningContext& ctx,
         std::optional<Judged> fit,
         FewestMovesThatBeat(ctx, base, moves, judged.result, Tracing::kOn));
     if (!fit.has_value()) return absl::OkStatus();
-    SLACKSWAP_ASSIGN_OR_RETURN(Judged kept,
-                               KeepNeedlessRecomputes(ctx, *std::move(fit)));
+    SLACKSWAP_ASSIGN_OR_RETURN(
+        Judged kept, KeepNeedlessRecomputes(ctx, *std::move(fit),
+                                            ReturnedSchedule::kDropped));
     if (kept.result.feasible && kept.result.step_ns < judged.result.step_ns) {
       judged = std::move(kept);
     }

@@ -161,17 +161,18 @@ absl::StatusOr<Judged> SimulateLowered(const PlanningContext& ctx, Plan plan,
                                        Tracing tracing = Tracing::kOff) {
   plan.budget_bytes = ctx.budget_bytes;
   SimOptions opts = ctx.Simulation();
-  opts.record_timeline = tracing == Tracing::kOn;
-  opts.record_events = tracing == Tracing::kOn;
+  opts.record_timeline = false;
+  opts.record_task_spans = tracing == Tracing::kOn;
+  opts.record_activation_timeline = tracing == Tracing::kOn;
   SLACKSWAP_ASSIGN_OR_RETURN(SimResult result,
                              RunSchedule(ctx, schedule, opts));
   std::shared_ptr<Judged::Trace> trace;
   if (tracing == Tracing::kOn) {
     trace = std::make_shared<Judged::Trace>();
-    trace->events = std::move(result.events);
-    trace->timeline = std::move(result.timeline);
-    result.events.clear();
-    result.timeline.clear();
+    trace->task_spans = std::move(result.task_spans);
+    trace->timeline = std::move(result.activation_timeline);
+    result.task_spans.clear();
+    result.activation_timeline.clear();
   }
   return Judged{std::move(plan),
                 std::make_shared<const Schedule>(std::move(schedule)),
@@ -396,38 +397,13 @@ struct DroppedStretches {
 
 absl::StatusOr<DroppedStretches> FindDroppedStretches(
     const PlanningContext& ctx, const Schedule& schedule,
-    const std::vector<SimEvent>& events) {
+    const std::vector<TaskSpan>& task_spans) {
   const Graph& g = ctx.graph;
   StopPoller poller(ctx.should_stop);
-  // Compute tasks run one after another, so their events come in order;
-  // so do collectives (a task of the schedule too, sim/simulator.h), on the
-  // communication stream, in issue order: each stream's events are its
-  // tasks' in task order. One cursor per stream walks the events once.
-  std::vector<int64_t> task_start, task_end;
-  task_start.reserve(schedule.tasks.size());
-  task_end.reserve(schedule.tasks.size());
-  size_t cursor[2] = {0, 0};  // compute, communication
-  const auto next_on = [&](StreamId stream, size_t& i) -> const SimEvent* {
-    while (i < events.size() && events[i].stream != stream) ++i;
-    return i < events.size() ? &events[i++] : nullptr;
-  };
-  // A graph without collectives (most) need not read each task's Op.
-  const bool any_collective = g.index.collective_ops > 0;
-  for (const Task& task : schedule.tasks) {
-    const bool collective = any_collective && !task.recompute &&
-                            g.ops[task.op].collective.has_value();
-    const SimEvent* e = collective ? next_on(StreamId::kComm, cursor[1])
-                                   : next_on(StreamId::kCompute, cursor[0]);
-    if (e == nullptr) break;
-    task_start.push_back(e->start_ns);
-    task_end.push_back(e->end_ns);
-  }
-  if (task_start.size() != schedule.tasks.size() ||
-      next_on(StreamId::kCompute, cursor[0]) != nullptr ||
-      next_on(StreamId::kComm, cursor[1]) != nullptr) {
-    return absl::InternalError(absl::StrCat(
-        "replaying a feasible plan gave events that do not match its ",
-        schedule.tasks.size(), " tasks"));
+  if (task_spans.size() != schedule.tasks.size()) {
+    return absl::InternalError(absl::StrCat("replaying a feasible plan timed ",
+                                            task_spans.size(), " tasks of its ",
+                                            schedule.tasks.size()));
   }
   DroppedStretches d;
   d.freed_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
@@ -437,12 +413,12 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(
     for (int32_t t : schedule.allocs.Of(k)) {
       if (d.freed_at[t] != DroppedStretches::kNotYet &&
           d.rebuilt_at[t] == DroppedStretches::kNotYet) {
-        d.rebuilt_at[t] = task_start[k];
+        d.rebuilt_at[t] = task_spans[k].start_ns;
       }
     }
     for (int32_t t : schedule.frees.Of(k)) {
       if (d.freed_at[t] == DroppedStretches::kNotYet) {
-        d.freed_at[t] = task_end[k];
+        d.freed_at[t] = task_spans[k].end_ns;
       }
     }
   }
@@ -454,13 +430,13 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(
 // does without it; the headroom it takes is charged to that stretch.
 // Returns whether anything changed.
 absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
-    const PlanningContext& ctx, const std::vector<MemorySample>& timeline,
+    const PlanningContext& ctx, const std::vector<ActivationSample>& timeline,
     const DroppedStretches& dropped, Plan& plan) {
   StopPoller poller(ctx.should_stop, 1024);
   auto stretch_at = [&](int64_t t) {  // the sample in force at time t
     auto it = std::upper_bound(
         timeline.begin(), timeline.end(), t,
-        [](int64_t x, const MemorySample& s) { return x < s.time_ns; });
+        [](int64_t x, const ActivationSample& s) { return x < s.time_ns; });
     return static_cast<int32_t>(
         std::max<ptrdiff_t>(0, it - timeline.begin() - 1));
   };
@@ -525,9 +501,12 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
 }  // namespace
 
 absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
-                                              Judged judged) {
+                                              Judged judged,
+                                              ReturnedSchedule schedule) {
+  const bool drop_schedule = schedule == ReturnedSchedule::kDropped;
   if (!judged.result.feasible || judged.result.recomputed_tensors == 0) {
     judged.trace.reset();
+    if (drop_schedule) judged.schedule.reset();
     return judged;
   }
   // The plan's memory over time and when each task ran: traced when it was
@@ -536,7 +515,9 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
   std::shared_ptr<const Judged::Trace> trace = std::move(judged.trace);
   if (trace == nullptr) {
     SimOptions opts = ctx.Simulation();
-    opts.record_events = true;
+    opts.record_timeline = false;
+    opts.record_task_spans = true;
+    opts.record_activation_timeline = true;
     SLACKSWAP_ASSIGN_OR_RETURN(SimResult run,
                                RunSchedule(ctx, *judged.schedule, opts));
     if (!run.feasible) {
@@ -544,8 +525,8 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
           absl::StrCat("replaying a feasible plan gave an infeasible result: ",
                        run.infeasible_reason));
     }
-    trace = std::make_shared<const Judged::Trace>(
-        Judged::Trace{std::move(run.events), std::move(run.timeline)});
+    trace = std::make_shared<const Judged::Trace>(Judged::Trace{
+        std::move(run.task_spans), std::move(run.activation_timeline)});
   }
   if (trace->timeline.empty()) {
     return absl::InternalError(
@@ -556,17 +537,19 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
   {
     SLACKSWAP_ASSIGN_OR_RETURN(
         const DroppedStretches dropped,
-        FindDroppedStretches(ctx, *judged.schedule, trace->events));
+        FindDroppedStretches(ctx, *judged.schedule, trace->task_spans));
     SLACKSWAP_ASSIGN_OR_RETURN(
         changed, KeepWhatFitsTheHeadroom(ctx, trace->timeline, dropped, plan));
   }
   trace.reset();
+  if (drop_schedule) judged.schedule.reset();
   if (!changed) return judged;
   SLACKSWAP_ASSIGN_OR_RETURN(
       std::optional<Judged> pruned,
       JudgeUnlessBeaten(ctx, std::move(plan), judged.result));
   if (pruned.has_value() && pruned->result.feasible &&
       Better(pruned->result, judged.result)) {
+    if (drop_schedule) pruned->schedule.reset();
     return *std::move(pruned);
   }
   return judged;

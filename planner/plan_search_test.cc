@@ -85,6 +85,41 @@ TEST_F(KeepNeedlessRecomputesTest, ReturnsThePlanWhenEveryRecomputeIsNeeded) {
   EXPECT_EQ(pruned->result.step_ns, only_s.result.step_ns);
 }
 
+// kDropped changes only whether a schedule comes back, on the pruned plan
+// and on the plan returned as it was; a traced judgment's records give the
+// pruning the replay's.
+TEST_F(KeepNeedlessRecomputesTest, ADroppedScheduleIsTheOnlyDifference) {
+  for (const std::vector<int32_t>& dropped :
+       {std::vector<int32_t>{s_, l_}, std::vector<int32_t>{s_}}) {
+    for (Tracing tracing : {Tracing::kOff, Tracing::kOn}) {
+      Plan plan = Plan::KeepAll(g_);
+      for (int32_t t : dropped) plan.decisions[t].action = Action::kRecompute;
+      absl::StatusOr<Judged> judged = JudgePlan(Context(), plan, tracing);
+      ASSERT_TRUE(judged.ok()) << judged.status();
+      EXPECT_EQ(judged->trace != nullptr, tracing == Tracing::kOn);
+      absl::StatusOr<Judged> kept =
+          KeepNeedlessRecomputes(Context(), *judged, ReturnedSchedule::kKept);
+      absl::StatusOr<Judged> gone = KeepNeedlessRecomputes(
+          Context(), *judged, ReturnedSchedule::kDropped);
+      ASSERT_TRUE(kept.ok()) << kept.status();
+      ASSERT_TRUE(gone.ok()) << gone.status();
+      EXPECT_NE(kept->schedule, nullptr);
+      EXPECT_EQ(gone->schedule, nullptr);
+      EXPECT_EQ(kept->trace, nullptr);
+      EXPECT_EQ(gone->trace, nullptr);
+      EXPECT_EQ(gone->result.step_ns, kept->result.step_ns);
+      EXPECT_EQ(gone->result.recompute_ns, kept->result.recompute_ns);
+      for (int32_t t : {a_, s_, t_, l_}) {
+        EXPECT_EQ(gone->plan.decisions[t].action,
+                  kept->plan.decisions[t].action);
+      }
+      // Pruned: l kept where both were dropped; s alone stays.
+      EXPECT_EQ(kept->plan.decisions[l_].action, Action::kKeep);
+      EXPECT_EQ(kept->plan.decisions[s_].action, Action::kRecompute);
+    }
+  }
+}
+
 // Analysis and context for a hand-built step on the test link (1 byte/ns
 // each way, no latency).
 class HandWorkedStep {

@@ -338,7 +338,8 @@ class SlackSwapPolicy : public Policy {
                     leader->result, Tracing::kOn));
             if (!fit.has_value()) continue;
             SLACKSWAP_ASSIGN_OR_RETURN(
-                j, KeepNeedlessRecomputes(ctx, *std::move(fit)));
+                j, KeepNeedlessRecomputes(ctx, *std::move(fit),
+                                          ReturnedSchedule::kDropped));
           } else {
             SLACKSWAP_ASSIGN_OR_RETURN(
                 j, RecomputeCheapestThatFit(ctx, base, per));

@@ -70,6 +70,10 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
   if (opts_.record_timeline) {
     result_.timeline.reserve(2 * s_.tasks.size() + copies + 1);
   }
+  if (opts_.record_activation_timeline) {
+    result_.activation_timeline.reserve(2 * s_.tasks.size() + copies + 1);
+  }
+  if (opts_.record_task_spans) result_.task_spans.resize(s_.tasks.size());
   if (g_.index.collective_ops > 0) {
     comm_pending_ = g_.index.collective_output;
     has_collectives_ = true;
@@ -177,11 +181,11 @@ inline void RankRun::Sample() {
     allocated = device_->allocated_bytes();
     reserved = device_->reserved_bytes();
   }
-  if (!opts_.record_timeline) return;
-  std::vector<MemorySample>& tl = result_.timeline;
+  if (!opts_.record_timeline && !opts_.record_activation_timeline) return;
   const MemorySample now = {now_, act_, trans_, allocated, reserved};
-  if (!tl.empty()) {
-    MemorySample& last = tl.back();
+  bool replace = false;
+  if (last_sample_.has_value()) {
+    const MemorySample& last = *last_sample_;
     if (last.activation_bytes == act_ && last.transient_bytes == trans_ &&
         last.allocated_bytes == allocated && last.reserved_bytes == reserved) {
       return;
@@ -190,14 +194,27 @@ inline void RankRun::Sample() {
     // rise keeps both (two points at one time): a zero-duration task's
     // allocations must not vanish from the timeline, whose maximum is the
     // reported peak.
-    if (last.time_ns == now_ && act_ >= last.activation_bytes &&
-        trans_ >= last.transient_bytes && allocated >= last.allocated_bytes &&
-        reserved >= last.reserved_bytes) {
-      last = now;
-      return;
+    replace = last.time_ns == now_ && act_ >= last.activation_bytes &&
+              trans_ >= last.transient_bytes &&
+              allocated >= last.allocated_bytes &&
+              reserved >= last.reserved_bytes;
+  }
+  last_sample_ = now;
+  if (opts_.record_timeline) {
+    if (replace) {
+      result_.timeline.back() = now;
+    } else {
+      result_.timeline.push_back(now);
     }
   }
-  tl.push_back(now);
+  if (opts_.record_activation_timeline) {
+    const ActivationSample point = {now_, act_};
+    if (replace) {
+      result_.activation_timeline.back() = point;
+    } else {
+      result_.activation_timeline.push_back(point);
+    }
+  }
 }
 
 inline void RankRun::Record(StreamId stream, EventType type, int32_t index,
@@ -306,6 +323,7 @@ inline void RankRun::EndTask(int32_t i, int64_t start) {
     queue_[kD2HStream].push_back({t, now_});
   }
   if (task.recompute) result_.recompute_ns += task.duration_ns;
+  if (opts_.record_task_spans) result_.task_spans[i] = {start, now_};
   Record(stream,
          stream == StreamId::kComm
              ? EventType::kCollective

@@ -56,6 +56,12 @@ struct SimOptions {
   bool record_timeline = true;
   // Record one event per task and copy (for traces).
   bool record_events = false;
+  // What a planner reads of a run, in a third of the bytes of the timeline
+  // and events: when each task ran (SimResult::task_spans) and the saved
+  // activations' bytes at each point of the timeline
+  // (SimResult::activation_timeline).
+  bool record_task_spans = false;
+  bool record_activation_timeline = false;
   // Node runs: record each shared link's load over the step
   // (LinkUsage::load; sim/link_load_recorder.h), at most timeline_points
   // points per link when that is > 0. Off for plan searches, which would
@@ -88,6 +94,21 @@ struct SimEvent {
   int32_t index;  // op for compute events, tensor for copies
   int64_t start_ns;
   int64_t end_ns;
+};
+
+// When task i of the schedule started and ended, on the compute stream (or
+// the communication stream, for a collective).
+struct TaskSpan {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+// A MemorySample's time and activation bytes: one per point of the full
+// timeline (same times; not downsampled), so a range of samples covers the
+// same stretch of the step in both.
+struct ActivationSample {
+  int64_t time_ns = 0;
+  int64_t activation_bytes = 0;
 };
 
 struct MemorySample {
@@ -129,6 +150,9 @@ struct SimResult {
   int64_t events_processed = 0;
   std::vector<MemorySample> timeline;
   std::vector<SimEvent> events;
+  // Indexed by task; complete when the run is feasible.
+  std::vector<TaskSpan> task_spans;
+  std::vector<ActivationSample> activation_timeline;
   // With SimOptions::device enabled: the whole device.
   std::optional<DeviceReport> device;
 };

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/graph_builder.h"
+#include "testing/random_graphs.h"
 
 namespace slackswap {
 namespace {
@@ -578,6 +579,98 @@ TEST(SimulatorTest, SameInputSameResult) {
     EXPECT_EQ(r1.timeline[i].activation_bytes, r2.timeline[i].activation_bytes);
   }
   EXPECT_EQ(r1.events.size(), r2.events.size());
+}
+
+// The planner's records are the full ones cut down: a span per task, as the
+// compute events give them, and every point of the timeline with its
+// activation bytes. On random steps with swaps, recomputes and workspaces,
+// so that points where only the transient bytes change are there to keep.
+TEST(SimulatorTest, TaskSpansAndActivationTimelineCutDownTheFullRecords) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    Graph g = testutil::RandomTrainingStep(seed);
+    // Workspaces: transient bytes that come and go while the activations
+    // stay.
+    for (size_t o = 0; o < g.ops.size(); o += 3) {
+      g.ops[o].workspace_bytes = 1 << 20;
+    }
+    Plan plan = Plan::KeepAll(g);
+    int transient_only_points = 0;
+    for (size_t i = 0; i < g.index.saved.size(); ++i) {
+      plan.decisions[g.index.saved[i]].action =
+          i % 3 == 0 ? Action::kSwap
+                     : (i % 3 == 1 ? Action::kRecompute : Action::kKeep);
+    }
+    // Each swap prefetched just before its first need (a recompute chain
+    // may read it before its own backward use); one needed before its
+    // forward pass is done is kept instead, and the plan lowered again.
+    absl::StatusOr<OpDurations> durations = ComputeDurations(g, TestLink());
+    ASSERT_TRUE(durations.ok()) << durations.status();
+    for (bool changed = true; changed;) {
+      absl::StatusOr<Schedule> lowered =
+          LowerWithoutPrefetches(g, plan, *durations);
+      ASSERT_TRUE(lowered.ok()) << lowered.status();
+      const std::vector<int32_t> need = FirstNeedOps(*lowered);
+      changed = false;
+      for (int32_t t : g.index.saved) {
+        Decision& d = plan.decisions[t];
+        if (d.action != Action::kSwap) continue;
+        const int32_t first =
+            need[t] == kNone ? g.index.first_bwd_use[t] : need[t];
+        d.prefetch_after_op = first - 1;
+        if (d.prefetch_after_op <=
+            std::max(g.index.producer[t], g.index.last_fwd_use[t])) {
+          d.action = Action::kKeep;
+          changed = true;
+        }
+      }
+    }
+    SimOptions full;
+    full.record_events = true;
+    SimOptions cut = full;
+    cut.record_events = false;
+    cut.record_timeline = false;
+    cut.record_task_spans = true;
+    cut.record_activation_timeline = true;
+    absl::StatusOr<SimResult> a = Simulate(g, TestLink(), plan, full);
+    absl::StatusOr<SimResult> b = Simulate(g, TestLink(), plan, cut);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_TRUE(a->feasible) << a->infeasible_reason;
+    EXPECT_EQ(b->step_ns, a->step_ns);
+    EXPECT_TRUE(b->events.empty());
+    EXPECT_TRUE(b->timeline.empty());
+    EXPECT_TRUE(a->task_spans.empty());
+    EXPECT_TRUE(a->activation_timeline.empty());
+
+    std::vector<std::pair<int64_t, int64_t>> compute_events, spans;
+    for (const SimEvent& e : a->events) {
+      if (e.stream == StreamId::kCompute) {
+        compute_events.push_back({e.start_ns, e.end_ns});
+      }
+    }
+    for (const TaskSpan& s : b->task_spans) {
+      spans.push_back({s.start_ns, s.end_ns});
+    }
+    EXPECT_EQ(spans, compute_events);
+
+    std::vector<std::pair<int64_t, int64_t>> points, activation_points;
+    for (size_t i = 0; i < a->timeline.size(); ++i) {
+      const MemorySample& m = a->timeline[i];
+      points.push_back({m.time_ns, m.activation_bytes});
+      transient_only_points +=
+          i > 0 && m.activation_bytes == a->timeline[i - 1].activation_bytes &&
+          m.transient_bytes != a->timeline[i - 1].transient_bytes;
+    }
+    for (const ActivationSample& m : b->activation_timeline) {
+      activation_points.push_back({m.time_ns, m.activation_bytes});
+    }
+    EXPECT_EQ(activation_points, points);
+    // Otherwise a timeline that dropped such points would pass.
+    if (seed == 1) {
+      EXPECT_GT(transient_only_points, 0);
+    }
+  }
 }
 
 TEST(SimulatorTest, RejectsPlansThatDoNotFitTheGraph) {

@@ -39,11 +39,11 @@ struct Judged {
   std::shared_ptr<const Schedule> schedule;
   // The verdict, without events or timeline.
   SimResult result;
-  // What a traced judgment recorded of the run: every event, and the whole
-  // memory timeline; null otherwise.
+  // What a traced judgment recorded of the run: when each task ran, and the
+  // activation bytes at each point of the memory timeline; null otherwise.
   struct Trace {
-    std::vector<SimEvent> events;
-    std::vector<MemorySample> timeline;
+    std::vector<TaskSpan> task_spans;
+    std::vector<ActivationSample> timeline;
   };
   std::shared_ptr<const Trace> trace;
 };
@@ -108,8 +108,16 @@ absl::StatusOr<std::optional<Judged>> FewestMovesThatBeat(
 // holds no trace: `judged`'s is read, then let go before the pruned plan is
 // judged (the callers keep the best judgment while they judge others, and on
 // a large graph a trace outweighs the schedule).
-absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
-                                              Judged judged);
+// Whether the judgment KeepNeedlessRecomputes returns holds its schedule.
+// kDropped, for callers that read only the plan and the verdict afterwards:
+// `judged`'s schedule then goes before the pruned plan is lowered, so that
+// two schedules are not held at once (on a large graph a schedule is about
+// 90 bytes per op).
+enum class ReturnedSchedule : bool { kDropped, kKept };
+
+absl::StatusOr<Judged> KeepNeedlessRecomputes(
+    const PlanningContext& ctx, Judged judged,
+    ReturnedSchedule schedule = ReturnedSchedule::kKept);
 
 // Hill-climbs from a feasible `judged` plan, each change judged by
 // simulation and kept when Better. First single-tensor moves: recomputed

@@ -220,6 +220,9 @@ class RankRun {
 
   SimResult result_;
   std::optional<DeviceTracker> device_;
+  // The timeline's last point, whichever of the two timelines records it:
+  // both keep the same points.
+  std::optional<MemorySample> last_sample_;
   int64_t now_ = 0;
   int64_t act_ = 0;
   int64_t trans_ = 0;
