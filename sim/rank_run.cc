@@ -73,7 +73,7 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
   if (opts_.record_activation_timeline) {
     result_.activation_timeline.reserve(2 * s_.tasks.size() + copies + 1);
   }
-  if (opts_.record_task_spans) result_.task_spans.resize(s_.tasks.size());
+  if (opts_.record_task_spans) result_.task_spans.reserve(s_.tasks.size());
   if (g_.index.collective_ops > 0) {
     comm_pending_ = g_.index.collective_output;
     has_collectives_ = true;
@@ -323,7 +323,14 @@ inline void RankRun::EndTask(int32_t i, int64_t start) {
     queue_[kD2HStream].push_back({t, now_});
   }
   if (task.recompute) result_.recompute_ns += task.duration_ns;
-  if (opts_.record_task_spans) result_.task_spans[i] = {start, now_};
+  if (opts_.record_task_spans) {
+    // Grown as tasks end, not made whole up front: a run that ends early
+    // (infeasible) touches no more pages than it records. A collective may
+    // end after tasks behind it on the compute stream.
+    std::vector<TaskSpan>& spans = result_.task_spans;
+    if (static_cast<size_t>(i) >= spans.size()) spans.resize(i + 1);
+    spans[i] = {start, now_};
+  }
   Record(stream,
          stream == StreamId::kComm
              ? EventType::kCollective

@@ -30,31 +30,39 @@ TaskLists BuildLists(const std::vector<TaskItem>& items, int32_t num_tasks) {
 
 // The lists a task's lowering fills in task order: each item belongs to the
 // task made last, so they need no sort (frees do not: see
-// Lowerer::FlushFrees). Each list's offsets grow with its items, so that
-// finishing moves them out instead of copying (on a 10^6-op step a copy of
-// four lists' offsets was the lowering's peak).
+// Lowerer::FlushFrees). Where each task's items begin is recorded once per
+// task for all four: four offset vectors grown beside the items held less
+// at the end, but past the reserve (long recompute chains) their growth
+// left more memory resident (docs/PERFORMANCE.md).
 class InOrderLists {
  public:
   enum List { kWaits, kAllocs, kSwapOuts, kForwardDone, kLists };
 
   void Reserve(size_t tasks, size_t allocs) {
-    for (TaskLists& list : lists_) list.offsets.reserve(tasks + 1);
-    lists_[kAllocs].items.reserve(allocs);
+    starts_.reserve(tasks);
+    items_[kAllocs].reserve(allocs);
   }
   void OpenTask() {
-    for (TaskLists& list : lists_) {
-      list.offsets.push_back(static_cast<int32_t>(list.items.size()));
-    }
+    starts_.push_back({static_cast<int32_t>(items_[kWaits].size()),
+                       static_cast<int32_t>(items_[kAllocs].size()),
+                       static_cast<int32_t>(items_[kSwapOuts].size()),
+                       static_cast<int32_t>(items_[kForwardDone].size())});
   }
-  void Add(List list, int32_t item) { lists_[list].items.push_back(item); }
+  void Add(List list, int32_t item) { items_[list].push_back(item); }
   TaskLists Finish(List list) {
-    TaskLists& out = lists_[list];
-    out.offsets.push_back(static_cast<int32_t>(out.items.size()));
-    return std::move(out);
+    TaskLists out;
+    out.offsets.resize(starts_.size() + 1);
+    for (size_t i = 0; i < starts_.size(); ++i) {
+      out.offsets[i] = starts_[i][list];
+    }
+    out.offsets.back() = static_cast<int32_t>(items_[list].size());
+    out.items = std::move(items_[list]);
+    return out;
   }
 
  private:
-  TaskLists lists_[kLists];
+  std::vector<std::array<int32_t, kLists>> starts_;
+  std::vector<int32_t> items_[kLists];
 };
 
 // Frees, filled task by task when an op's tasks are all made.
