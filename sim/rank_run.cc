@@ -36,7 +36,9 @@ RankRun::RankRun(const Graph& g, const Hardware& hw, const OpDurations& d,
       pool_(pool),
       links_(links),
       rank_(rank),
-      bytes_(g.index.bytes.data()) {
+      bytes_(g.index.bytes.data()),
+      records_timeline_(opts.record_timeline ||
+                        opts.record_activation_timeline) {
   const size_t num_tensors = g_.tensors.size();
   d2h_done_.assign(num_tensors, false);
   arrived_.assign(num_tensors, false);
@@ -181,7 +183,7 @@ inline void RankRun::Sample() {
     allocated = device_->allocated_bytes();
     reserved = device_->reserved_bytes();
   }
-  if (!opts_.record_timeline && !opts_.record_activation_timeline) return;
+  if (!records_timeline_) return;
   const MemorySample now = {now_, act_, trans_, allocated, reserved};
   bool replace = false;
   if (last_sample_.has_value()) {
@@ -328,8 +330,13 @@ inline void RankRun::EndTask(int32_t i, int64_t start) {
     // (infeasible) touches no more pages than it records. A collective may
     // end after tasks behind it on the compute stream.
     std::vector<TaskSpan>& spans = result_.task_spans;
-    if (static_cast<size_t>(i) >= spans.size()) spans.resize(i + 1);
-    spans[i] = {start, now_};
+    const size_t k = static_cast<size_t>(i);
+    if (k == spans.size()) {
+      spans.push_back({start, now_});
+    } else {
+      if (k > spans.size()) spans.resize(k + 1);
+      spans[k] = {start, now_};
+    }
   }
   Record(stream,
          stream == StreamId::kComm

@@ -217,6 +217,9 @@ class RankRun {
   SharedLinks* const links_;
   const int32_t rank_;
   const int64_t* const bytes_;  // g_.index.bytes, read for every allocation
+  // Either timeline recorded: one test per change of memory, which every
+  // run makes, recorded or not.
+  const bool records_timeline_;
 
   SimResult result_;
   std::optional<DeviceTracker> device_;
