@@ -3,7 +3,10 @@
 // only looks graphs up. A graph here was validated and indexed when it was
 // stored (PlanningCore::PrepareGraph). A source may also hold the built-in
 // workloads' graphs the core built, so that the next request naming the
-// same workload skips building it (an eighth of a gpt2-xl plan's CPU).
+// same workload skips building it (an eighth of a gpt2-xl plan's CPU), and
+// what keeping everything simulates to on the device for a graph it holds,
+// which every Plan request on that graph and hardware reports whatever its
+// budget (a tenth of a gpt2-xl plan's CPU).
 //
 //   class Store : public GraphSource { ... };
 //   PlanningCore core(CoreLimits{}, /*observer=*/nullptr, &store);
@@ -14,6 +17,7 @@
 #include <string>
 
 #include "model/graph.h"
+#include "sim/simulator.h"
 
 namespace slackswap {
 
@@ -34,6 +38,21 @@ class GraphSource {
   // Thread-safe.
   virtual void HoldWorkload(const std::string& key,
                             std::shared_ptr<const Graph> graph) {}
+
+  // Keeping every activation of `graph` simulated with the device modelled,
+  // on the hardware and with the device options `key` names
+  // (KeepAllKey, core/plan_step.cc), or null. `graph` is one this source
+  // gave out (Find, FindWorkload) or was offered (HoldWorkload); a result
+  // is for that graph object only. Thread-safe. By default none is held.
+  virtual std::shared_ptr<const SimResult> FindKeepAll(
+      const std::shared_ptr<const Graph>& graph, const std::string& key) {
+    return nullptr;
+  }
+  // Offers such a result for later FindKeepAll calls; the source may
+  // decline it. Thread-safe.
+  virtual void HoldKeepAll(const std::shared_ptr<const Graph>& graph,
+                           const std::string& key,
+                           std::shared_ptr<const SimResult> result) {}
 };
 
 }  // namespace slackswap

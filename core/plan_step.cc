@@ -21,6 +21,7 @@
 #include "core/policy_round.h"
 #include "core/request_convert.h"
 #include "io/convert.h"
+#include "io/proto_file.h"
 #include "io/svg_report.h"
 #include "planner/budget_search.h"
 #include "planner/version.h"
@@ -229,11 +230,45 @@ absl::Status MinimumBudgets(const PlanningContext& ctx, v1::PlanReport& out) {
   return absl::OkStatus();
 }
 
+// What a keep-all result depends on besides its graph: every field of the
+// hardware profile, and the device options.
+std::string KeepAllKey(const Hardware& hw, const DeviceOptions& device) {
+  std::string key;
+  SerializeDeterministic(HardwareToProto(hw), &key);
+  absl::StrAppend(&key, "|", device.enabled, "|",
+                  device.allocator.expandable_segments, "|",
+                  device.headroom_bytes);
+  return key;
+}
+
+// SimulateKeepAll, or the result `graphs` holds for the step's graph on
+// this hardware with these options: a request on a graph the source holds
+// asks the same of it whatever its budget. Not on a node (every rank runs
+// there).
+absl::StatusOr<SimResult> KeepAllOnDevice(const PlanningContext& ctx,
+                                          const Step& step, GraphSource* graphs,
+                                          const DeviceOptions& device) {
+  if (graphs == nullptr || !step.graph_from_source || ctx.node != nullptr) {
+    return SimulateKeepAll(ctx, device);
+  }
+  const std::string key = KeepAllKey(ctx.hw, device);
+  if (std::shared_ptr<const SimResult> held =
+          graphs->FindKeepAll(step.graph_holder, key)) {
+    return *held;
+  }
+  SLACKSWAP_ASSIGN_OR_RETURN(SimResult result, SimulateKeepAll(ctx, device));
+  graphs->HoldKeepAll(step.graph_holder, key,
+                      std::make_shared<const SimResult>(result));
+  return result;
+}
+
 // Whether the results fit the device (report.device). Keeping every
 // activation is the unbudgeted reference's result when the request has one
-// (it is that simulation), else simulated here. For a device budget, the
-// best fitting policy's activation budget becomes the report's.
-absl::Status AddDeviceFit(const PlanningContext& ctx, const PlanBudget& b,
+// (it is that simulation), else simulated here or held by `graphs`. For a
+// device budget, the best fitting policy's activation budget becomes the
+// report's.
+absl::Status AddDeviceFit(const PlanningContext& ctx, const Step& step,
+                          GraphSource* graphs, const PlanBudget& b,
                           const DeviceOptions& device, v1::PlanReport& out) {
   std::optional<v1::SimulationResult> keep_all;
   for (const v1::PolicyResult& p : out.results()) {
@@ -245,7 +280,8 @@ absl::Status AddDeviceFit(const PlanningContext& ctx, const PlanBudget& b,
     }
   }
   if (!keep_all.has_value()) {
-    SLACKSWAP_ASSIGN_OR_RETURN(SimResult r, SimulateKeepAll(ctx, device));
+    SLACKSWAP_ASSIGN_OR_RETURN(SimResult r,
+                               KeepAllOnDevice(ctx, step, graphs, device));
     keep_all = ResultToProto(r, ctx.graph);
   }
   *out.mutable_device() = DescribeDeviceFit(out.results(), *keep_all);
@@ -423,7 +459,8 @@ absl::StatusOr<v1::PlanResponse> PlanningCore::PlanStep(
   if (round.any_budgeted() && !round.any_feasible()) {
     SLACKSWAP_RETURN_IF_ERROR(MinimumBudgets(ctx, out));
   }
-  SLACKSWAP_RETURN_IF_ERROR(AddDeviceFit(ctx, spec.budget, report.device, out));
+  SLACKSWAP_RETURN_IF_ERROR(
+      AddDeviceFit(ctx, spec.step, graphs_, spec.budget, report.device, out));
   if (req.include_bound()) {
     SLACKSWAP_RETURN_IF_ERROR(AddBound(ctx, round, spec.budget, out));
   }

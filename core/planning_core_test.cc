@@ -7,10 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/request_convert.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "io/convert.h"
 #include "io/svg_report.h"
 #include "model/hardware.h"
 #include "model/node.h"
@@ -37,6 +40,93 @@ v1::PlanRequest Gpt2Request(int64_t layers = 2) {
 std::string ErrorOf(const absl::Status& s, absl::StatusCode code) {
   EXPECT_EQ(s.code(), code) << s;
   return std::string(s.message());
+}
+
+// Holds every workload graph and keep-all result offered; counts them.
+class HeldGraphsAndResults : public GraphSource {
+ public:
+  std::shared_ptr<const Graph> Find(const std::string&) override {
+    return nullptr;
+  }
+  std::shared_ptr<const Graph> FindWorkload(const std::string& key) override {
+    auto it = graphs.find(key);
+    return it == graphs.end() ? nullptr : it->second;
+  }
+  void HoldWorkload(const std::string& key,
+                    std::shared_ptr<const Graph> graph) override {
+    graphs[key] = std::move(graph);
+  }
+  std::shared_ptr<const SimResult> FindKeepAll(
+      const std::shared_ptr<const Graph>& graph,
+      const std::string& key) override {
+    ++keep_all_finds;
+    auto it = keep_all.find(std::make_pair(graph.get(), key));
+    if (it == keep_all.end()) return nullptr;
+    ++keep_all_found;
+    return it->second;
+  }
+  void HoldKeepAll(const std::shared_ptr<const Graph>& graph,
+                   const std::string& key,
+                   std::shared_ptr<const SimResult> result) override {
+    keep_all[std::make_pair(graph.get(), key)] = std::move(result);
+  }
+
+  absl::flat_hash_map<std::string, std::shared_ptr<const Graph>> graphs;
+  absl::flat_hash_map<std::pair<const Graph*, std::string>,
+                      std::shared_ptr<const SimResult>>
+      keep_all;
+  int keep_all_finds = 0;
+  int keep_all_found = 0;
+};
+
+// Keeping everything on the device is simulated once per held graph and
+// hardware profile, whatever the budget, and the reports are what a core
+// with no source gives. Not for an inline graph, nor on a node.
+TEST(PlanningCoreTest, KeepAllOnTheDeviceIsSimulatedOncePerHeldGraph) {
+  HeldGraphsAndResults source;
+  PlanningCore held{CoreLimits{}, /*observer=*/nullptr, &source};
+  PlanningCore alone{CoreLimits{}};
+  const auto same_device_fit = [&](const v1::PlanRequest& req) {
+    absl::StatusOr<v1::PlanResponse> a = held.PlanStep(req, {});
+    absl::StatusOr<v1::PlanResponse> b = alone.PlanStep(req, {});
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+        a->report().device(), b->report().device()))
+        << a->report().device().DebugString() << "\n"
+        << b->report().device().DebugString();
+  };
+  v1::PlanRequest req = Gpt2Request();
+  req.add_policies("slackswap");
+  same_device_fit(req);
+  EXPECT_EQ(source.keep_all.size(), 1u);
+  EXPECT_EQ(source.keep_all_found, 0);
+  req.set_budget_fraction(0.3);
+  same_device_fit(req);
+  EXPECT_EQ(source.keep_all.size(), 1u);
+  EXPECT_EQ(source.keep_all_found, 1);
+  // Another GPU (less memory: another fit) is another result.
+  req.mutable_step()->set_hardware_name("a100-40gb-pcie4");
+  same_device_fit(req);
+  EXPECT_EQ(source.keep_all.size(), 2u);
+  EXPECT_EQ(source.keep_all_found, 1);
+
+  const int finds = source.keep_all_finds;
+  v1::PlanRequest inline_graph = Gpt2Request();
+  inline_graph.add_policies("slackswap");
+  absl::StatusOr<Graph> g = BuildWorkload("gpt2-xl", {.layers = 2});
+  ASSERT_TRUE(g.ok()) << g.status();
+  *inline_graph.mutable_step()->mutable_graph_inline() = GraphToProto(*g);
+  same_device_fit(inline_graph);
+  v1::PlanRequest on_node = Gpt2Request();
+  on_node.add_policies("slackswap");
+  on_node.mutable_step()->clear_hardware_name();
+  on_node.mutable_step()->set_node_name("dgx-a100-80gb");
+  on_node.mutable_step()->set_ranks(2);
+  on_node.mutable_step()->mutable_workload()->set_data_parallel(2);
+  same_device_fit(on_node);
+  EXPECT_EQ(source.keep_all_finds, finds);
+  EXPECT_EQ(source.keep_all.size(), 2u);
 }
 
 TEST(PlanningCoreTest, PlansEveryPolicyByDefault) {

@@ -370,6 +370,7 @@ absl::StatusOr<Step> ResolveStep(const v1::StepSpec& spec,
   }
   SLACKSWAP_ASSIGN_OR_RETURN(
       step.graph_holder, ResolveGraphOf(spec, "step.", limits, stop, graphs));
+  step.graph_from_source = graphs != nullptr && !spec.has_graph_inline();
   if (!step.node.has_value()) {
     SLACKSWAP_ASSIGN_OR_RETURN(step.hw, ResolveHardwareOf(spec, "step."));
   } else if (spec.has_workload()) {

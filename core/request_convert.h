@@ -44,6 +44,9 @@ struct Step {
   // collectives name different groups): rank r's graph, [0] the step's
   // graph. Empty: every rank runs graph().
   std::vector<std::shared_ptr<const Graph>> rank_graphs;
+  // graph_holder came from the GraphSource or was offered to it (a stored
+  // graph's digest, a workload): results for it may be held there too.
+  bool graph_from_source = false;
 
   const Graph& graph() const { return *graph_holder; }
   const Graph& graph_of(int32_t rank) const {

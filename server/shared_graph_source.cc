@@ -46,4 +46,15 @@ void SharedGraphSource::HoldWorkload(const std::string& key,
   workloads_->Put(key, std::move(graph), charge);
 }
 
+std::shared_ptr<const SimResult> SharedGraphSource::FindKeepAll(
+    const std::shared_ptr<const Graph>& graph, const std::string& key) {
+  return keep_all_.Find(graph, key);
+}
+
+void SharedGraphSource::HoldKeepAll(const std::shared_ptr<const Graph>& graph,
+                                    const std::string& key,
+                                    std::shared_ptr<const SimResult> result) {
+  keep_all_.Hold(graph, key, std::move(result));
+}
+
 }  // namespace slackswap

@@ -4,7 +4,9 @@
 // validated and indexed like a PutGraph (PlanningCore::PrepareGraph), and
 // kept in the local store for the next request. The built-in workloads'
 // graphs the core builds are held apart, in this replica only (building
-// one is cheaper than reading it from Redis), charged ApproxHeldBytes.
+// one is cheaper than reading it from Redis), charged ApproxHeldBytes. So
+// are the keep-all device simulations of the graphs it gave out
+// (KeepAllResults, at most kKeepAllResults of them).
 //
 //   SharedGraphSource graphs(&store, shared_tier, /*charge_per_byte=*/4,
 //                            [&](const v1::OperatorGraph& g) {
@@ -24,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "core/graph_source.h"
 #include "server/graph_store.h"
+#include "server/keep_all_results.h"
 #include "server/shared_tier.h"
 #include "slackswap/v1/graph.pb.h"
 
@@ -47,6 +50,17 @@ class SharedGraphSource : public GraphSource {
   std::shared_ptr<const Graph> FindWorkload(const std::string& key) override;
   void HoldWorkload(const std::string& key,
                     std::shared_ptr<const Graph> graph) override;
+  std::shared_ptr<const SimResult> FindKeepAll(
+      const std::shared_ptr<const Graph>& graph,
+      const std::string& key) override;
+  void HoldKeepAll(const std::shared_ptr<const Graph>& graph,
+                   const std::string& key,
+                   std::shared_ptr<const SimResult> result) override;
+
+  // A keep-all result is about a kilobyte with its key (at most
+  // KeepAllResults::kMaxKeyBytes): a few hundred of them stay within a few
+  // MB.
+  static constexpr size_t kKeepAllResults = 256;
 
  private:
   // Immutable after construction.
@@ -55,6 +69,8 @@ class SharedGraphSource : public GraphSource {
   const int64_t charge_per_byte_;
   const Prepare prepare_;
   GraphStore* const workloads_;
+
+  KeepAllResults keep_all_{kKeepAllResults};  // thread-safe
 };
 
 }  // namespace slackswap
