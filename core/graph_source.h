@@ -17,9 +17,10 @@
 #include <string>
 
 #include "model/graph.h"
-#include "sim/simulator.h"
 
 namespace slackswap {
+
+struct SimResult;  // sim/simulator.h
 
 class GraphSource {
  public:

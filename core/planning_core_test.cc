@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/request_convert.h"
 #include "gmock/gmock.h"
@@ -19,6 +18,7 @@
 #include "model/node.h"
 #include "model/workloads.h"
 #include "planner/version.h"
+#include "testing/held_graph_source.h"
 
 namespace slackswap {
 namespace {
@@ -42,48 +42,11 @@ std::string ErrorOf(const absl::Status& s, absl::StatusCode code) {
   return std::string(s.message());
 }
 
-// Holds every workload graph and keep-all result offered; counts them.
-class HeldGraphsAndResults : public GraphSource {
- public:
-  std::shared_ptr<const Graph> Find(const std::string&) override {
-    return nullptr;
-  }
-  std::shared_ptr<const Graph> FindWorkload(const std::string& key) override {
-    auto it = graphs.find(key);
-    return it == graphs.end() ? nullptr : it->second;
-  }
-  void HoldWorkload(const std::string& key,
-                    std::shared_ptr<const Graph> graph) override {
-    graphs[key] = std::move(graph);
-  }
-  std::shared_ptr<const SimResult> FindKeepAll(
-      const std::shared_ptr<const Graph>& graph,
-      const std::string& key) override {
-    ++keep_all_finds;
-    auto it = keep_all.find(std::make_pair(graph.get(), key));
-    if (it == keep_all.end()) return nullptr;
-    ++keep_all_found;
-    return it->second;
-  }
-  void HoldKeepAll(const std::shared_ptr<const Graph>& graph,
-                   const std::string& key,
-                   std::shared_ptr<const SimResult> result) override {
-    keep_all[std::make_pair(graph.get(), key)] = std::move(result);
-  }
-
-  absl::flat_hash_map<std::string, std::shared_ptr<const Graph>> graphs;
-  absl::flat_hash_map<std::pair<const Graph*, std::string>,
-                      std::shared_ptr<const SimResult>>
-      keep_all;
-  int keep_all_finds = 0;
-  int keep_all_found = 0;
-};
-
 // Keeping everything on the device is simulated once per held graph and
 // hardware profile, whatever the budget, and the reports are what a core
 // with no source gives. Not for an inline graph, nor on a node.
 TEST(PlanningCoreTest, KeepAllOnTheDeviceIsSimulatedOncePerHeldGraph) {
-  HeldGraphsAndResults source;
+  testutil::HeldGraphSource source;
   PlanningCore held{CoreLimits{}, /*observer=*/nullptr, &source};
   PlanningCore alone{CoreLimits{}};
   const auto same_device_fit = [&](const v1::PlanRequest& req) {

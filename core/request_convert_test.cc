@@ -4,37 +4,17 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "io/convert.h"
+#include "testing/held_graph_source.h"
 
 namespace slackswap {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Holds every workload graph offered; counts what was asked and offered.
-class HeldWorkloads : public GraphSource {
- public:
-  std::shared_ptr<const Graph> Find(const std::string&) override {
-    return nullptr;
-  }
-  std::shared_ptr<const Graph> FindWorkload(const std::string& key) override {
-    ++finds;
-    auto it = held.find(key);
-    return it == held.end() ? nullptr : it->second;
-  }
-  void HoldWorkload(const std::string& key,
-                    std::shared_ptr<const Graph> graph) override {
-    ++offers;
-    held[key] = std::move(graph);
-  }
-
-  absl::flat_hash_map<std::string, std::shared_ptr<const Graph>> held;
-  int finds = 0;
-  int offers = 0;
-};
+using testutil::HeldGraphSource;
 
 v1::StepSpec Gpt2Step(int64_t layers) {
   v1::StepSpec spec;
@@ -47,7 +27,7 @@ v1::StepSpec Gpt2Step(int64_t layers) {
 // The second request naming a workload gets the graph the first built:
 // the same object, and the same graph a fresh build gives.
 TEST(ResolveStepTest, AWorkloadBuiltOnceIsTakenFromTheSource) {
-  HeldWorkloads source;
+  HeldGraphSource source;
   absl::StatusOr<Step> first =
       ResolveStep(Gpt2Step(3), CoreLimits{}, nullptr, &source);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -65,7 +45,7 @@ TEST(ResolveStepTest, AWorkloadBuiltOnceIsTakenFromTheSource) {
 
 // Every override names a different graph.
 TEST(ResolveStepTest, OtherOverridesAreOtherGraphs) {
-  HeldWorkloads source;
+  HeldGraphSource source;
   std::vector<v1::StepSpec> specs(5, Gpt2Step(2));
   specs[1].mutable_workload()->set_layers(3);
   specs[2].mutable_workload()->set_batch(2);
@@ -90,7 +70,7 @@ TEST(ResolveStepTest, OtherOverridesAreOtherGraphs) {
 // On a node whose ranks run different graphs, each rank's is held under
 // its own key and taken back as that rank's.
 TEST(ResolveStepTest, EachRanksGraphIsHeldApart) {
-  HeldWorkloads source;
+  HeldGraphSource source;
   v1::StepSpec spec;
   spec.mutable_workload()->set_name("llama-7b");
   spec.mutable_workload()->set_layers(2);
@@ -121,7 +101,7 @@ TEST(ResolveStepTest, EachRanksGraphIsHeldApart) {
 // A held graph still meets the asking core's limits (a source may serve
 // cores with other limits).
 TEST(ResolveStepTest, AHeldGraphIsCheckedAgainstTheLimits) {
-  HeldWorkloads source;
+  HeldGraphSource source;
   ASSERT_TRUE(ResolveStep(Gpt2Step(3), CoreLimits{}, nullptr, &source).ok());
   CoreLimits small;
   small.max_graph_ops = 10;

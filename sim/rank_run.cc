@@ -202,6 +202,8 @@ inline void RankRun::Sample() {
               reserved >= last.reserved_bytes;
   }
   last_sample_ = now;
+  // Written out per timeline: one template for both changed how the event
+  // loop is inlined (0.7% more instructions on an 8-rank node plan).
   if (opts_.record_timeline) {
     if (replace) {
       result_.timeline.back() = now;
