@@ -136,6 +136,59 @@ class ReleasedBytes {
   int64_t total_ = 0;
 };
 
+// The least compute that restoring tensors costs, per producer: one re-run
+// when one of its tensors restored has no rebuild recipe (a re-run restores
+// its dropped siblings), else the cheaper of one re-run and all their
+// recipes (each comes back by its recipe or by a re-run).
+class LeastRestores {
+ public:
+  LeastRestores(const GraphIndex& idx, const OpDurations& d)
+      : idx_(idx), d_(d), restore_ns_(d.op_ns.size(), kUnseen) {}
+
+  // Tensor t (made by an op) comes back at least once.
+  void Restore(int32_t t) {
+    const int32_t p = idx_.producer[t];
+    int64_t& ns = restore_ns_[p];
+    if (ns == kRerun) return;
+    if (ns == kUnseen) {
+      ns = 0;
+      producers_.push_back(p);
+    }
+    if (idx_.has_recipe[t]) {
+      ns = SaturatingAdd(ns, d_.rebuild_ns[t]);
+    } else {
+      ns = kRerun;
+      reruns_.push_back(p);
+    }
+  }
+  // Takes a producer newly known to re-run; false when there is none.
+  bool NextRerun(int32_t& p) {
+    if (reruns_.empty()) return false;
+    p = reruns_.back();
+    reruns_.pop_back();
+    return true;
+  }
+  int64_t LeastNs() const {
+    int64_t sum = 0;
+    for (int32_t p : producers_) {
+      const int64_t ns = restore_ns_[p];
+      sum = SaturatingAdd(
+          sum, ns == kRerun ? d_.op_ns[p] : std::min(d_.op_ns[p], ns));
+    }
+    return sum;
+  }
+
+ private:
+  static constexpr int64_t kUnseen = -2;
+  static constexpr int64_t kRerun = -1;
+
+  const GraphIndex& idx_;
+  const OpDurations& d_;
+  std::vector<int64_t> restore_ns_;  // by producer: kUnseen, kRerun or ns
+  std::vector<int32_t> producers_;   // those seen
+  std::vector<int32_t> reruns_;      // newly known to re-run
+};
+
 }  // namespace
 
 int64_t LeastFeasibleStepNs(const PlanningContext& ctx,
@@ -311,22 +364,30 @@ int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
 }
 
 int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan) {
-  const GraphIndex& idx = ctx.graph.index;
+  const Graph& g = ctx.graph;
+  const GraphIndex& idx = g.index;
   const StepAnalysis& a = ctx.analysis;
   int64_t least = a.durations.total_ns;
   if (plan.decisions.size() != idx.bytes.size()) return least;
-  std::vector<bool> rerun(a.durations.op_ns.size(), false);
+  LeastRestores restores(idx, a.durations);
   for (int32_t t : idx.saved) {
-    if (plan.decisions[t].action != Action::kRecompute || idx.has_recipe[t] ||
-        !Recomputable(a, t)) {
-      continue;
+    if (plan.decisions[t].action == Action::kRecompute && Recomputable(a, t)) {
+      restores.Restore(t);
     }
-    const int32_t p = idx.producer[t];
-    if (rerun[p]) continue;
-    rerun[p] = true;
-    least = SaturatingAdd(least, a.durations.op_ns[p]);
   }
-  return least;
+  // A re-run reads its op's inputs: one the forward pass made and freed (not
+  // saved) must be restored too, at least once in the step.
+  std::vector<bool> counted;  // those inputs, each restored once
+  for (int32_t p; restores.NextRerun(p);) {
+    for (int32_t in : g.ops[p].inputs) {
+      if (idx.producer[in] == kNone || idx.is_saved[in]) continue;
+      if (counted.empty()) counted.assign(idx.bytes.size(), false);
+      if (counted[in]) continue;
+      counted[in] = true;
+      restores.Restore(in);
+    }
+  }
+  return SaturatingAdd(least, restores.LeastNs());
 }
 
 }  // namespace slackswap

@@ -294,6 +294,84 @@ TEST(StepBoundTest, IsTheIdealStepWhereNothingMustMove) {
   EXPECT_EQ(LeastComputeNs(s.At(1), Plan::KeepAll(s.graph)), ideal);
 }
 
+// Tensor t of `g` gets a rebuild recipe reading `inputs` for `ns`; the
+// caller indexes the graph again.
+void GiveRecipe(Graph& g, int32_t t, std::vector<int32_t> inputs, int64_t ns) {
+  Rebuild r;
+  r.inputs.assign(inputs.begin(), inputs.end());
+  r.cost.duration_ns = ns;
+  g.tensors[t].rebuild = r;
+}
+
+// Worked by hand: f makes a (no recipe) and b (a 100 ns recipe), g makes c
+// and d (recipes of 100 and 300 ns), h makes e (a 900 ns recipe); each
+// forward op takes 1000 ns. Recomputing all five re-runs f once (b comes
+// back with a); c and d cost their recipes, 400 ns, less than re-running
+// g; e its recipe, 900 ns. The old bound counted f's re-run alone; the
+// lowering's tasks add up to the new one exactly.
+TEST(StepBoundTest, CountsEachProducersCheapestRestore) {
+  testutil::GraphBuilder b;
+  const int32_t x = b.Tensor("x", 1000, TensorKind::kParameter);
+  const int32_t a = b.Tensor("a", 1000);
+  const int32_t bt = b.Tensor("b", 1000);
+  const int32_t c = b.Tensor("c", 1000);
+  const int32_t d = b.Tensor("d", 1000);
+  const int32_t e = b.Tensor("e", 1000);
+  b.Forward("f", 1000, {x}, {a, bt});
+  b.Forward("g", 1000, {a, bt}, {c, d});
+  b.Forward("h", 1000, {c, d}, {e});
+  b.Backward("h.bwd", 1000, {e, c, d});
+  b.Backward("g.bwd", 1000, {a, bt});
+  Graph g = b.Build();
+  GiveRecipe(g, bt, {x}, 100);
+  GiveRecipe(g, c, {a, bt}, 100);
+  GiveRecipe(g, d, {a, bt}, 300);
+  GiveRecipe(g, e, {c, d}, 900);
+  ASSERT_TRUE(IndexGraph(g).ok());
+  const Step s = MakeStep(std::move(g), testutil::TestLink());
+  const int64_t ideal = s.analysis.durations.total_ns;
+  const PlanningContext ctx = s.At(1);
+  Plan plan = Plan::KeepAll(s.graph);
+  for (int32_t t : {a, bt, c, d, e}) {
+    plan.decisions[t].action = Action::kRecompute;
+  }
+  EXPECT_EQ(LeastComputeNs(ctx, plan), ideal + 1000 + 400 + 900);
+  absl::StatusOr<Schedule> lowered =
+      LowerPlan(s.graph, plan, s.analysis.durations);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_EQ(TasksNs(*lowered), LeastComputeNs(ctx, plan));
+}
+
+// A re-run reads its op's inputs, and those the forward pass freed come
+// back first: recomputing s re-runs g (1000 ns), which reads u1 (made by
+// f1, no recipe: 1000 ns more) and u2 (its recipe, 300 ns, is cheaper than
+// re-running f2).
+TEST(StepBoundTest, CountsTheInputsAReRunRestores) {
+  testutil::GraphBuilder b;
+  const int32_t x = b.Tensor("x", 1000, TensorKind::kParameter);
+  const int32_t u1 = b.Tensor("u1", 1000);
+  const int32_t u2 = b.Tensor("u2", 1000);
+  const int32_t st = b.Tensor("s", 1000);
+  b.Forward("f1", 1000, {x}, {u1});
+  b.Forward("f2", 1000, {x}, {u2});
+  b.Forward("g", 1000, {u1, u2}, {st});
+  b.Backward("g.bwd", 1000, {st});
+  Graph g = b.Build();
+  GiveRecipe(g, u2, {x}, 300);
+  ASSERT_TRUE(IndexGraph(g).ok());
+  const Step s = MakeStep(std::move(g), testutil::TestLink());
+  ASSERT_FALSE(s.graph.index.is_saved[u1]);
+  ASSERT_FALSE(s.graph.index.is_saved[u2]);
+  Plan plan = Plan::KeepAll(s.graph);
+  plan.decisions[st].action = Action::kRecompute;
+  const int64_t least = LeastComputeNs(s.At(1), plan);
+  EXPECT_EQ(least, s.analysis.durations.total_ns + 1000 + 1000 + 300);
+  absl::StatusOr<Schedule> lowered =
+      LowerPlan(s.graph, plan, s.analysis.durations);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_EQ(TasksNs(*lowered), least);
+}
+
 // A plan of another graph rules nothing out: judging it is what says so.
 TEST(StepBoundTest, APlanOfAnotherSizeIsLeftToTheLowering) {
   const Step s = MakeStep(RandomTrainingStep(4), testutil::TestLink());
