@@ -165,8 +165,9 @@ class Lowerer {
 
  private:
   // Checks the plan against the graph and copies its actions into actions_:
-  // the lowering reads them for every tensor it touches, and a Decision is a
-  // cache line of which they are one byte.
+  // the lowering reads them for every tensor it touches, and a Decision is
+  // eight bytes of which they are one (packed, a cache line holds eight
+  // times as many).
   absl::Status ReadPlan() {
     if (plan_.decisions.size() != g_.tensors.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
