@@ -41,11 +41,11 @@ int64_t LeastFeasibleStepNs(const PlanningContext& ctx,
 // must come back at least once (each it recomputes; each input of a re-run
 // op that the forward pass made and freed) restored once, as cheaply as
 // its producer allows: one re-run when one of its restored outputs has no
-// rebuild recipe (a re-run restores all the outputs the plan drops), else
-// the cheaper of one re-run and all their recipes. Repeated restores and
-// the recipes' own inputs only add. At most what the lowering's tasks sum
-// to. The ideal step for a plan without a decision per tensor (which the
-// lowering refuses).
+// rebuild recipe (a re-run also restores the saved siblings the plan
+// recomputes that are still dropped), else the cheaper of one re-run and
+// all their recipes. Repeated restores and the recipes' own inputs only
+// add. At most what the lowering's tasks sum to. The ideal step for a plan
+// without a decision per tensor (which the lowering refuses).
 int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan);
 
 // False when `plan` provably does not fit ctx.budget_bytes: when some
