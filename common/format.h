@@ -3,6 +3,7 @@
 //
 //   FormatBytes(7'050'000'000);      // "7.05 GB"
 //   FormatMs(174'000);               // "0.174 ms"
+//   FormatDecimal(4.567, 2);         // "4.57"
 //   QuoteInput(name);                // "\"my_gpu\"" (at most ~200 chars)
 #ifndef SLACKSWAP_COMMON_FORMAT_H_
 #define SLACKSWAP_COMMON_FORMAT_H_
@@ -15,11 +16,17 @@
 
 namespace slackswap {
 
-// "7.05 GB": decimal units with three significant figures.
+// "7.05 GB": decimal units with three significant figures (the text of
+// "%.3g" of the quotient).
 std::string FormatBytes(int64_t bytes);
 
 // "0.174 ms": nanoseconds as milliseconds with three decimals.
 std::string FormatMs(int64_t ns);
+
+// The text of absl::StrFormat("%.*f", decimals, value), without its cost
+// where the value allows (a plan's reasons format a few per tensor).
+// REQUIRES: 0 <= decimals <= 6.
+std::string FormatDecimal(double value, int decimals);
 
 // The most characters of any input an error message repeats: a message
 // travels in a gRPC trailer, which has a size limit of its own.

@@ -9,7 +9,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/format.h"
 #include "common/saturating.h"
 #include "common/status_macros.h"
@@ -771,23 +770,21 @@ absl::Status ExplainDecisions(const PlanningContext& ctx,
             ? RecomputeCostNs(ctx.graph, a.durations, plan, c.tensor, &rebuilt)
             : c.recompute_ns;
     if (!ctx.explain) continue;
-    const std::string facts = absl::StrCat(
-        FormatBytes(c.bytes), "; copies ", FormatMs(c.d2h_ns), " out + ",
-        FormatMs(c.h2d_ns), " back; rebuild ", FormatMs(f.recompute_ns),
-        absl::StrFormat(" (%.2f us/MB)", RecomputeNsPerByte(c) * 1e3));
-    switch (d.action) {
-      case Action::kKeep:
-        f.reason = absl::StrCat("keep: ", facts, "; ", why_keep);
-        break;
-      case Action::kSwap:
-        f.reason = absl::StrCat(
-            "swap: ", facts, "; ", why_swap, "; prefetch when ",
-            ShortName(ctx.graph.ops[d.prefetch_after_op].name), " starts");
-        break;
-      case Action::kRecompute:
-        f.reason = absl::StrCat("recompute: ", facts, "; ", why_recompute);
-        break;
+    // One string, written once: the reasons are a request's largest text.
+    const absl::string_view why = d.action == Action::kKeep   ? why_keep
+                                  : d.action == Action::kSwap ? why_swap
+                                                              : why_recompute;
+    std::string reason = absl::StrCat(
+        ActionName(d.action), ": ", FormatBytes(c.bytes), "; copies ",
+        FormatMs(c.d2h_ns), " out + ", FormatMs(c.h2d_ns), " back; rebuild ",
+        FormatMs(f.recompute_ns), " (",
+        FormatDecimal(RecomputeNsPerByte(c) * 1e3, 2), " us/MB); ", why);
+    if (d.action == Action::kSwap) {
+      absl::StrAppend(&reason, "; prefetch when ",
+                      ShortName(ctx.graph.ops[d.prefetch_after_op].name),
+                      " starts");
     }
+    f.reason = std::move(reason);
   }
   return absl::OkStatus();
 }
