@@ -67,11 +67,13 @@ absl::Status Run(const std::string& name,
 // this: it gives memory back between requests.
 void KeepFreedMemoryUntilExit() {
 #if defined(__GLIBC__)
-  // Fixing either threshold stops glibc moving the other, so both are set.
-  // A block over 256 MiB (a graph far beyond a million ops) is still mapped
-  // on its own.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Fixing either threshold stops glibc moving the other, so both are set,
+  // or neither: a glibc that refused the first (older ones capped it at 32
+  // MiB) keeps its defaults. A block over 256 MiB (a graph far beyond a
+  // million ops) is still mapped on its own.
+  if (mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1) {
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
 #endif
 }
 
