@@ -54,8 +54,7 @@ std::vector<int64_t> HardIntegers() {
                             1000,
                             std::numeric_limits<int64_t>::max(),
                             std::numeric_limits<int64_t>::min()};
-  int64_t p = 1;
-  for (int e = 0; e <= 18; ++e, p *= 10) {
+  for (int64_t p = 1;; p *= 10) {
     // Three figures while they fit, the first figure beyond.
     const int64_t max_k = p <= std::numeric_limits<int64_t>::max() / 2000
                               ? 999
@@ -65,6 +64,7 @@ std::vector<int64_t> HardIntegers() {
         for (int64_t d = -2; d <= 2; ++d) v.push_back(base + d);
       }
     }
+    if (p > std::numeric_limits<int64_t>::max() / 10) break;  // 10^18
   }
   std::mt19937_64 rng(7);
   for (int i = 0; i < 1'000'000; ++i) {
