@@ -52,8 +52,9 @@ std::string FormatBytes(int64_t bytes) {
     if (bytes < unit) continue;
     // Three significant figures of bytes / unit, in [1, 1000): the digits
     // before the point, and `step` bytes per unit of the last figure. The
-    // quotient's double is within 2^-43 of it, well inside the least
-    // distance from a tie, 1 / (2 * step) of the last figure.
+    // double bytes / unit is within 2^-43 of the exact quotient, well
+    // inside the least distance from a tie, 1 / (2 * step) of the last
+    // figure.
     if (bytes < 1000 * unit) {
       const int whole_digits = bytes < 10 * unit    ? 1
                                : bytes < 100 * unit ? 2

@@ -41,7 +41,7 @@ std::string MsByStrFormat(int64_t ns) {
 }
 
 // Values where an integer rounding could part from the double's: every
-// rounding tie and carry of three figures in each unit (and one off them),
+// rounding tie and carry of three figures in each unit (and 1-2 off them),
 // powers of ten, the limits, and random values of every magnitude.
 std::vector<int64_t> HardIntegers() {
   std::vector<int64_t> v = {0,
