@@ -54,24 +54,29 @@ int32_t CachingAllocator::NewBlock(int64_t address, int64_t size, bool small) {
   return b;
 }
 
-template <typename T>
-void CachingAllocator::SortedSet<T>::Insert(const T& v) {
+template <typename T, typename Less>
+void CachingAllocator::SortedSet<T, Less>::Insert(const T& v) {
   if (tree_ == nullptr && few_.size() < kFew) {
-    few_.insert(std::lower_bound(few_.begin(), few_.end(), v, std::greater<>()),
-                v);
+    // The smallest yet, as most frees in a backward pass are: no search.
+    if (few_.empty() || Less()(v, few_.back())) {
+      few_.push_back(v);
+      return;
+    }
+    few_.insert(std::lower_bound(few_.begin(), few_.end(), v, Descending()), v);
     return;
   }
   if (tree_ == nullptr) {
-    tree_ = std::make_unique<absl::btree_set<T>>(few_.begin(), few_.end());
+    tree_ =
+        std::make_unique<absl::btree_set<T, Less>>(few_.begin(), few_.end());
     few_.clear();
   }
   tree_->insert(v);
 }
 
-template <typename T>
-void CachingAllocator::SortedSet<T>::Erase(const T& v) {
+template <typename T, typename Less>
+void CachingAllocator::SortedSet<T, Less>::Erase(const T& v) {
   if (tree_ == nullptr) {
-    few_.erase(std::lower_bound(few_.begin(), few_.end(), v, std::greater<>()));
+    few_.erase(std::lower_bound(few_.begin(), few_.end(), v, Descending()));
     return;
   }
   tree_->erase(v);
@@ -79,8 +84,8 @@ void CachingAllocator::SortedSet<T>::Erase(const T& v) {
   if (tree_->empty()) tree_.reset();
 }
 
-template <typename T>
-void CachingAllocator::SortedSet<T>::EraseAt(const T* e) {
+template <typename T, typename Less>
+void CachingAllocator::SortedSet<T, Less>::EraseAt(const T* e) {
   if (tree_ != nullptr) {
     Erase(*e);
     return;
@@ -88,8 +93,8 @@ void CachingAllocator::SortedSet<T>::EraseAt(const T* e) {
   few_.erase(few_.begin() + (e - few_.data()));
 }
 
-template <typename T>
-std::pair<const T*, const T*> CachingAllocator::SortedSet<T>::AtLeast(
+template <typename T, typename Less>
+std::pair<const T*, const T*> CachingAllocator::SortedSet<T, Less>::AtLeast(
     const T& v) const {
   if (tree_ != nullptr) {
     auto it = tree_->lower_bound(v);
@@ -98,36 +103,60 @@ std::pair<const T*, const T*> CachingAllocator::SortedSet<T>::AtLeast(
     return {&*it, next == tree_->end() ? nullptr : &*next};
   }
   // Descending: the elements >= v come first, the smallest of them last.
-  auto it = std::lower_bound(few_.begin(), few_.end(), v, std::greater<>());
-  if (it == few_.end() || *it != v) {
+  auto it = std::lower_bound(few_.begin(), few_.end(), v, Descending());
+  if (it == few_.end() || Less()(*it, v)) {
     if (it == few_.begin()) return {nullptr, nullptr};
     --it;
   }
   return {&*it, it == few_.begin() ? nullptr : &*std::prev(it)};
 }
 
+template <typename T, typename Less>
+std::pair<const T*, const T*> CachingAllocator::SortedSet<T, Less>::Smallest()
+    const {
+  if (tree_ != nullptr) {
+    auto it = tree_->begin();
+    auto next = std::next(it);
+    return {&*it, next == tree_->end() ? nullptr : &*next};
+  }
+  return {&few_.back(), few_.size() > 1 ? &few_[few_.size() - 2] : nullptr};
+}
+
 void CachingAllocator::FreeSet::Insert(int64_t size, int64_t address,
                                        int32_t b) {
-  Bucket& bucket = buckets_[size];
-  if (bucket.empty()) sizes_.Insert(size);
-  bucket.Insert({address, b});
+  const std::pair<int64_t, int32_t>* fit = sizes_.AtLeast({size, 0}).first;
+  int32_t slot;
+  if (fit != nullptr && fit->first == size) {
+    slot = fit->second;
+  } else if (!spare_.empty()) {
+    slot = spare_.back();
+    spare_.pop_back();
+    sizes_.Insert({size, slot});
+  } else {
+    slot = static_cast<int32_t>(buckets_.size());
+    buckets_.emplace_back();
+    sizes_.Insert({size, slot});
+  }
+  buckets_[slot].Insert({address, b});
 }
 
 void CachingAllocator::FreeSet::Erase(int64_t size, int64_t address,
                                       int32_t b) {
-  Bucket& bucket = buckets_.find(size)->second;
+  const std::pair<int64_t, int32_t>* fit = sizes_.AtLeast({size, 0}).first;
+  Bucket& bucket = buckets_[fit->second];
   bucket.Erase({address, b});
-  if (bucket.empty()) sizes_.Erase(size);
+  if (bucket.empty()) {
+    spare_.push_back(fit->second);
+    sizes_.EraseAt(fit);
+  }
 }
 
 int32_t CachingAllocator::FreeSet::TakeBestFit(int64_t size,
                                                int32_t last_resort) {
-  constexpr std::pair<int64_t, int32_t> kLowest = {
-      std::numeric_limits<int64_t>::min(), std::numeric_limits<int32_t>::min()};
-  auto [fit, next_size] = sizes_.AtLeast(size);
+  auto [fit, next_size] = sizes_.AtLeast({size, 0});
   if (fit == nullptr) return -1;
-  Bucket* bucket = &buckets_.find(*fit)->second;
-  auto [taken, next] = bucket->AtLeast(kLowest);
+  Bucket* bucket = &buckets_[fit->second];
+  auto [taken, next] = bucket->Smallest();
   // The one after it: the next of its size by address, else the lowest
   // address of the next size (PyTorch's order either way).
   if (taken->second == last_resort) {
@@ -135,13 +164,16 @@ int32_t CachingAllocator::FreeSet::TakeBestFit(int64_t size,
       taken = next;
     } else if (next_size != nullptr) {
       fit = next_size;
-      bucket = &buckets_.find(*fit)->second;
-      taken = bucket->AtLeast(kLowest).first;
+      bucket = &buckets_[fit->second];
+      taken = bucket->Smallest().first;
     }
   }
   const int32_t b = taken->second;
   bucket->EraseAt(taken);
-  if (bucket->empty()) sizes_.EraseAt(fit);
+  if (bucket->empty()) {
+    spare_.push_back(fit->second);
+    sizes_.EraseAt(fit);
+  }
   return b;
 }
 

@@ -3,6 +3,7 @@
 // allocator"), what the allocator reserves and where each block lands.
 #include "sim/caching_allocator.h"
 
+#include <random>
 #include <tuple>
 #include <vector>
 
@@ -242,6 +243,76 @@ TEST(CachingAllocatorTest, ExpandableSegmentsUseTheGrowableBlockLast) {
   b.Allocate(3 * MiB);  // best fit: the 12 MiB block over the 15 MiB one
   EXPECT_EQ(b.Blocks()[0].allocated, true);
   EXPECT_EQ(b.Blocks()[0].size, 3 * MiB);
+}
+
+// The free block a request takes, from the layout alone: in the request's
+// pool, the smallest free block that fits, the lowest address among equals;
+// null when none fits.
+const Block* ExpectedFit(const std::vector<Block>& blocks, int64_t bytes) {
+  const int64_t size = CachingAllocator::RoundSize(bytes);
+  const bool small = size <= 1 * MiB;
+  const Block* best = nullptr;
+  for (const Block& b : blocks) {
+    if (b.allocated || b.small_pool != small || b.size < size) continue;
+    if (best == nullptr || b.size < best->size) best = &b;
+  }
+  return best;
+}
+
+const Block* At(const std::vector<Block>& blocks, int64_t address) {
+  for (const Block& b : blocks) {
+    if (b.address == address) return &b;
+  }
+  return nullptr;
+}
+
+// Random allocations and frees, each allocation checked against the best
+// fit read off the layout, with thousands of free blocks of one size (the
+// free lists' ordered-tree form, past 1,024 blocks) and a few of others
+// (their vector form). A fixed seed: the same sequence every run.
+TEST(CachingAllocatorTest, EveryRequestTakesTheBestFitOfItsPool) {
+  CachingAllocator a;
+  std::mt19937_64 rng(20261207);
+  std::vector<CachingAllocator::Handle> live;
+  // Two 2 MiB small segments of 512 B blocks, every other one freed:
+  // 4,096 free 512 B blocks that cannot merge.
+  std::vector<CachingAllocator::Handle> filler;
+  for (int i = 0; i < 2 * 4096; ++i) filler.push_back(a.Allocate(512));
+  for (size_t i = 0; i < filler.size(); ++i) {
+    if (i % 2 == 0) {
+      a.Free(filler[i]);
+    } else {
+      live.push_back(filler[i]);
+    }
+  }
+  const std::vector<int64_t> sizes = {1,       512,      700,     1536,
+                                      4 * KiB, 96 * KiB, 1 * MiB, 1 * MiB + 1,
+                                      3 * MiB, 12 * MiB, 25 * MiB};
+  int checked = 0;
+  for (int step = 0; step < 1500; ++step) {
+    if (!live.empty() && rng() % 5 < 2) {
+      const size_t i = rng() % live.size();
+      a.Free(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+      continue;
+    }
+    const int64_t bytes = sizes[rng() % sizes.size()];
+    const std::vector<Block> before = a.Blocks();
+    const Block* fit = ExpectedFit(before, bytes);
+    const int64_t address = fit != nullptr ? fit->address : -1;
+    live.push_back(a.Allocate(bytes));
+    if (address < 0) continue;
+    const std::vector<Block> after = a.Blocks();
+    const Block* taken = At(after, address);
+    ASSERT_NE(taken, nullptr) << "step " << step;
+    EXPECT_TRUE(taken->allocated) << "step " << step << ", " << bytes << " B";
+    EXPECT_EQ(after.size(), before.size() + (taken->size < fit->size ? 1 : 0))
+        << "step " << step << ": a new segment where a cached block fit";
+    ++checked;
+  }
+  // Most requests found a cached block: the check ran.
+  EXPECT_GT(checked, 600);
 }
 
 }  // namespace
