@@ -4,6 +4,7 @@
 // shows (docs/PLANNERS.md, "How close to the best").
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -39,9 +40,7 @@ std::optional<std::pair<Plan, std::vector<Move>>> WithoutTheLastRecompute(
       [&base](const Candidate& c) {
         return base.decisions[c.tensor].action == Action::kKeep;
       },
-      [](const Candidate& x, const Candidate& y) {
-        return x.recompute_ns < y.recompute_ns;
-      });
+      [](const Candidate& c) { return c.recompute_ns; }, std::less<>());
   std::vector<Move> moves;
   moves.reserve(kept.size());
   for (const Candidate* c : kept) {

@@ -1,6 +1,7 @@
 #include "planner/policy.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -176,13 +177,11 @@ absl::StatusOr<Judged> SwapLargestThatFit(const PlanningContext& ctx,
   std::vector<Move> moves;
   for (const Candidate* c : OrderCandidates(
            ctx.analysis,
-           [&](const Candidate&c) {
+           [&](const Candidate& c) {
              return CanSwap(c) &&
                     base.decisions[c.tensor].action == Action::kKeep;
            },
-           [](const Candidate&x, const Candidate&y) {
-             return x.bytes > y.bytes;
-           })) {
+           [](const Candidate& c) { return c.bytes; }, std::greater<>())) {
     if (host_bytes + c->bytes > ctx.hw.pinned_host_memory_bytes) continue;
     host_bytes += c->bytes;
     moves.push_back({c->tensor, Action::kSwap});

@@ -11,6 +11,7 @@
 // most free time, not the ones most expensive to rebuild.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -46,11 +47,11 @@ absl::StatusOr<std::vector<int32_t>> CapuchinSwaps(const PlanningContext& ctx) {
   auto hides = [&](const Candidate& c) {
     return CanSwap(c) && FreeTime(a, c) > 0;
   };
-  auto longer_free = [&](const Candidate& x, const Candidate& y) {
-    return FreeTime(a, x) > FreeTime(a, y);
-  };
-  return AdmitToSlack(ctx, OrderCandidates(a, hides, longer_free), a.forward_ns,
-                      to_free);
+  auto free_time = [&](const Candidate& c) { return FreeTime(a, c); };
+  // The longest free time first.
+  return AdmitToSlack(ctx,
+                      OrderCandidates(a, hides, free_time, std::greater<>()),
+                      a.forward_ns, to_free);
 }
 
 absl::StatusOr<Plan> CapuchinPlan(const PlanningContext& ctx,

@@ -37,8 +37,10 @@
 //     a shorter step (SlackLevels; docs/PLANNERS.md, "Siblings rebuilt
 //     together").
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -219,9 +221,7 @@ class SlackSwapPolicy : public Policy {
     const int64_t to_free =
         std::max<int64_t>(0, a.unconstrained_peak_bytes - ctx.budget_bytes);
     std::vector<std::vector<const Candidate*>> orders = {
-        OrderCandidates(a, CanSwap, [](const Candidate& x, const Candidate& y) {
-          return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
-        })};
+        OrderCandidates(a, CanSwap, RecomputeNsPerByte, std::greater<>())};
     std::optional<double> last_marginal;
     for (PerByte per : {PerByte::kOfTheTensor, PerByte::kRestoredByTheReRun}) {
       if (per == PerByte::kRestoredByTheReRun && !all) break;
@@ -235,12 +235,18 @@ class SlackSwapPolicy : public Policy {
         return spared /
                static_cast<double>(std::max<int64_t>(1, c.d2h_ns + c.h2d_ns));
       };
+      // The most displaced per link time first, then the costliest rebuild
+      // per byte.
       orders.push_back(OrderCandidates(
-          a, CanSwap, [&](const Candidate& x, const Candidate& y) {
-            const double vx = displaced_per_link_ns(x);
-            const double vy = displaced_per_link_ns(y);
-            if (vx != vy) return vx > vy;
-            return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
+          a, CanSwap,
+          [&](const Candidate& c) {
+            return std::make_pair(displaced_per_link_ns(c),
+                                  RecomputeNsPerByte(c));
+          },
+          [](const std::pair<double, double>& x,
+             const std::pair<double, double>& y) {
+            if (x.first != y.first) return x.first > y.first;
+            return x.second > y.second;
           }));
     }
     return orders;

@@ -2,16 +2,21 @@
 // hand; every plan is judged by the simulator.
 #include "planner/policy.h"
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <random>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/transformer.h"
 #include "model/workloads.h"
+#include "planner/internal/policies.h"
 #include "testing/doc_tables.h"
 #include "testing/graph_builder.h"
 
@@ -240,6 +245,65 @@ TEST(PolicyRegistryTest, IsWhatTheDocsAndTheProtoList) {
     EXPECT_NE(p.create, nullptr);
   }
   EXPECT_EQ(references, 1);
+}
+
+std::vector<int32_t> Tensors(const std::vector<const Candidate*>& order) {
+  std::vector<int32_t> out;
+  for (const Candidate* c : order) out.push_back(c->tensor);
+  return out;
+}
+
+TEST(OrderCandidatesTest, OrdersByKeyAndKeepsProductionOrderAmongEquals) {
+  StepAnalysis a;
+  for (int64_t bytes : {30, 10, 30, 20, 10, 30}) {
+    Candidate c;
+    c.tensor = static_cast<int32_t>(a.candidates.size());
+    c.bytes = bytes;
+    a.candidates.push_back(c);
+  }
+  const auto not_four = [](const Candidate& c) { return c.tensor != 4; };
+  const auto bytes = [](const Candidate& c) { return c.bytes; };
+  EXPECT_EQ(Tensors(OrderCandidates(a, not_four, bytes, std::greater<>())),
+            (std::vector<int32_t>{0, 2, 5, 3, 1}));
+  EXPECT_EQ(Tensors(OrderCandidates(a, not_four, bytes, std::less<>())),
+            (std::vector<int32_t>{1, 3, 0, 2, 5}));
+}
+
+// What a stable sort by the comparator on the candidates gives, on many
+// ties and a two-part key.
+TEST(OrderCandidatesTest, IsTheStableSortOfTheCandidates) {
+  std::mt19937_64 rng(7);
+  StepAnalysis a;
+  for (int32_t t = 0; t < 2000; ++t) {
+    Candidate c;
+    c.tensor = t;
+    c.bytes = static_cast<int64_t>(rng() % 8);
+    c.recompute_ns = static_cast<int64_t>(rng() % 5);
+    a.candidates.push_back(c);
+  }
+  const auto odd_bytes = [](const Candidate& c) { return c.bytes % 2 == 1; };
+  const auto less = [](const Candidate& x, const Candidate& y) {
+    if (x.bytes != y.bytes) return x.bytes > y.bytes;
+    return x.recompute_ns < y.recompute_ns;
+  };
+  std::vector<const Candidate*> expected;
+  for (const Candidate& c : a.candidates) {
+    if (odd_bytes(c)) expected.push_back(&c);
+  }
+  std::stable_sort(
+      expected.begin(), expected.end(),
+      [&](const Candidate* x, const Candidate* y) { return less(*x, *y); });
+  const std::vector<const Candidate*> got = OrderCandidates(
+      a, odd_bytes,
+      [](const Candidate& c) {
+        return std::make_pair(c.bytes, c.recompute_ns);
+      },
+      [](const std::pair<int64_t, int64_t>& x,
+         const std::pair<int64_t, int64_t>& y) {
+        if (x.first != y.first) return x.first > y.first;
+        return x.second < y.second;
+      });
+  EXPECT_EQ(Tensors(got), Tensors(expected));
 }
 
 TEST(PolicyTest, IdealRunsWithNoLimit) {

@@ -23,6 +23,7 @@
 //    its GPU's own link rate (later), so the ranks' prefetches do not start
 //    together.
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -115,9 +116,7 @@ class Staggering {
       std::vector<const Candidate*> order = OrderCandidates(
           alone_,
           [&](const Candidate& c) { return CanSwap(c) && InWindow(c, j); },
-          [](const Candidate& x, const Candidate& y) {
-            return RecomputeNsPerByte(x) > RecomputeNsPerByte(y);
-          });
+          RecomputeNsPerByte, std::greater<>());
       absl::StatusOr<std::vector<int32_t>> swaps =
           AdmitToSlack(own_link_, order, alone_.peak_ns);
       EXPECT_TRUE(swaps.ok()) << swaps.status();

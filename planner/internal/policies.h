@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,20 +40,43 @@ double RecomputeNsPerByte(const Candidate& c);
 // second of recompute).
 bool CheaperToRebuildPerByte(const Candidate& x, const Candidate& y);
 
-// Candidates passing `keep`, ordered by `less` (ties by production order).
-// A template rather than std::function: the sort calls `less` n log n times
-// for every order a search makes.
-template <typename Keep, typename Less>
+// Candidates passing `keep`, ordered by their keys under `less` (ties by
+// production order), each key computed once: a sort compares n log n times,
+// and on a large step reading two candidates far apart in memory (and
+// dividing) for each comparison cost several times what sorting the keys
+// does. The ties broken by index make the order total, so an in-place sort
+// gives what a stable one would without its buffer. Templates rather than
+// std::function, for the same reason.
+//
+//   OrderCandidates(a, CanSwap, RecomputeNsPerByte, std::greater<>());
+template <typename Keep, typename Key, typename Less>
 std::vector<const Candidate*> OrderCandidates(const StepAnalysis& a,
-                                              const Keep& keep,
+                                              const Keep& keep, const Key& key,
                                               const Less& less) {
+  using KeyType = std::decay_t<std::invoke_result_t<Key, const Candidate&>>;
+  struct Keyed {
+    KeyType key;
+    int32_t index;  // in a.candidates
+  };
+  const size_t n = static_cast<size_t>(
+      std::count_if(a.candidates.begin(), a.candidates.end(), keep));
+  // The result is made before the keys, so that the keys, freed first, leave
+  // no hole below it: on a large step a hole the later judgments cannot
+  // reuse raised the peak by its size.
   std::vector<const Candidate*> out;
-  for (const Candidate& c : a.candidates) {
-    if (keep(c)) out.push_back(&c);
+  out.reserve(n);
+  std::vector<Keyed> keyed;
+  keyed.reserve(n);
+  for (size_t i = 0; i < a.candidates.size(); ++i) {
+    const Candidate& c = a.candidates[i];
+    if (keep(c)) keyed.push_back({key(c), static_cast<int32_t>(i)});
   }
-  std::stable_sort(
-      out.begin(), out.end(),
-      [&](const Candidate* x, const Candidate* y) { return less(*x, *y); });
+  std::sort(keyed.begin(), keyed.end(), [&](const Keyed& x, const Keyed& y) {
+    if (less(x.key, y.key)) return true;
+    if (less(y.key, x.key)) return false;
+    return x.index < y.index;
+  });
+  for (const Keyed& k : keyed) out.push_back(&a.candidates[k.index]);
   return out;
 }
 
