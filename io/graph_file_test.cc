@@ -177,6 +177,52 @@ TEST(GraphFileTest, AnyOtherFileGetsTheMessagesAnswer) {
               HasSubstr("not a valid binary OperatorGraph"));
 }
 
+// A tensor wrapped in unknown groups nested around the recursion limit
+// (field 99, two bytes a tag): a small element is parsed from its flat
+// buffer, whose limit is one level deeper than the message's, so a deep one
+// must be parsed the message's way.
+TEST(GraphFileTest, DeepUnknownGroupsStreamLikeTheMessage) {
+  const v1::OperatorGraph bert = Bert();
+  const auto varint = [](uint64_t v) {
+    std::string out;
+    for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7f) | 0x80);
+    return out + static_cast<char>(v);
+  };
+  const std::string start_group = varint(99 << 3 | 3);
+  const std::string end_group = varint(99 << 3 | 4);
+  int accepted = 0;
+  std::string plain;  // the answer without groups
+  for (int depth = 0; depth <= 110; depth += depth == 0 ? 90 : 1) {
+    v1::OperatorGraph head;
+    head.set_name(bert.name());
+    std::string bytes = head.SerializeAsString();
+    for (int i = 0; i < bert.tensors_size(); ++i) {
+      std::string element = bert.tensors(i).SerializeAsString();
+      if (i == 0) {
+        for (int d = 0; d < depth; ++d) element += start_group;
+        for (int d = 0; d < depth; ++d) element += end_group;
+      }
+      bytes += varint(3 << 3 | 2) + varint(element.size()) + element;
+    }
+    v1::OperatorGraph ops;
+    *ops.mutable_ops() = bert.ops();
+    bytes += ops.SerializeAsString();
+    const std::string path = TempPath("deep.pb");
+    WriteBytes(path, bytes);
+    const std::string expected = Expected(path);
+    EXPECT_EQ(Actual(path), expected) << depth << " levels";
+    if (depth == 0) {
+      ASSERT_TRUE(ReadGraphFile(path).ok());
+      plain = expected;
+    } else if (expected == plain) {
+      ++accepted;
+    }
+  }
+  // The limit falls inside the range: some depths are accepted, some not.
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, 21);
+}
+
 // A data-parallel step: its all-reduces are ops with a collective, which the
 // stream parses with the op; a bad one gets the message's error.
 TEST(GraphFileTest, CollectivesStreamLikeTheMessage) {
