@@ -122,32 +122,38 @@ std::pair<const T*, const T*> CachingAllocator::SortedSet<T, Less>::Smallest()
   return {&few_.back(), few_.size() > 1 ? &few_[few_.size() - 2] : nullptr};
 }
 
-void CachingAllocator::FreeSet::Insert(int64_t size, int64_t address,
-                                       int32_t b) {
-  const std::pair<int64_t, int32_t>* fit = sizes_.AtLeast({size, 0}).first;
-  int32_t slot;
-  if (fit != nullptr && fit->first == size) {
-    slot = fit->second;
-  } else if (!spare_.empty()) {
-    slot = spare_.back();
-    spare_.pop_back();
-    sizes_.Insert({size, slot});
-  } else {
-    slot = static_cast<int32_t>(buckets_.size());
-    buckets_.emplace_back();
-    sizes_.Insert({size, slot});
+int32_t CachingAllocator::FreeSet::Insert(int64_t size, int64_t address,
+                                          int32_t b, int32_t hint) {
+  int32_t slot = hint;
+  if (hint < 0 || slot_size_[hint] != size) {
+    const std::pair<int64_t, int32_t>* fit = sizes_.AtLeast({size, 0}).first;
+    if (fit != nullptr && fit->first == size) {
+      slot = fit->second;
+    } else {
+      if (!spare_.empty()) {
+        slot = spare_.back();
+        spare_.pop_back();
+      } else {
+        slot = static_cast<int32_t>(buckets_.size());
+        buckets_.emplace_back();
+        slot_size_.push_back(-1);
+      }
+      slot_size_[slot] = size;
+      sizes_.Insert({size, slot});
+    }
   }
   buckets_[slot].Insert({address, b});
+  return slot;
 }
 
-void CachingAllocator::FreeSet::Erase(int64_t size, int64_t address,
-                                      int32_t b) {
-  const std::pair<int64_t, int32_t>* fit = sizes_.AtLeast({size, 0}).first;
-  Bucket& bucket = buckets_[fit->second];
+void CachingAllocator::FreeSet::Erase(int64_t size, int64_t address, int32_t b,
+                                      int32_t slot) {
+  Bucket& bucket = buckets_[slot];
   bucket.Erase({address, b});
   if (bucket.empty()) {
-    spare_.push_back(fit->second);
-    sizes_.EraseAt(fit);
+    slot_size_[slot] = -1;
+    spare_.push_back(slot);
+    sizes_.Erase({size, slot});
   }
 }
 
@@ -171,6 +177,7 @@ int32_t CachingAllocator::FreeSet::TakeBestFit(int64_t size,
   const int32_t b = taken->second;
   bucket->EraseAt(taken);
   if (bucket->empty()) {
+    slot_size_[fit->second] = -1;
     spare_.push_back(fit->second);
     sizes_.EraseAt(fit);
   }
@@ -178,13 +185,14 @@ int32_t CachingAllocator::FreeSet::TakeBestFit(int64_t size,
 }
 
 void CachingAllocator::Insert(int32_t b) {
-  const Block& block = blocks_[b];
-  free_[block.small].Insert(block.size, block.address, b);
+  Block& block = blocks_[b];
+  block.bucket =
+      free_[block.small].Insert(block.size, block.address, b, block.bucket);
 }
 
 void CachingAllocator::Erase(int32_t b) {
   const Block& block = blocks_[b];
-  free_[block.small].Erase(block.size, block.address, b);
+  free_[block.small].Erase(block.size, block.address, b, block.bucket);
 }
 
 int32_t CachingAllocator::TakeFree(bool small, int64_t size) {

@@ -90,6 +90,9 @@ class CachingAllocator {
     int64_t size = 0;
     int32_t prev = -1;  // neighbours in the segment, by address
     int32_t next = -1;
+    // While free, its bucket's slot in its pool's FreeSet; after, the slot
+    // it was last in (a hint), or -1.
+    int32_t bucket = -1;
     bool allocated = false;
     bool small = false;
     bool live = false;  // false: a recycled slot
@@ -143,8 +146,12 @@ class CachingAllocator {
   // by size.
   class FreeSet {
    public:
-    void Insert(int64_t size, int64_t address, int32_t b);
-    void Erase(int64_t size, int64_t address, int32_t b);
+    // Adds block b and returns the slot of the bucket it went into; found
+    // without a search when `hint` (the slot b was last in, or -1) still
+    // holds blocks of `size`.
+    int32_t Insert(int64_t size, int64_t address, int32_t b, int32_t hint);
+    // REQUIRES: b is free in `slot`, as Insert returned.
+    void Erase(int64_t size, int64_t address, int32_t b, int32_t slot);
     // Takes out the best fit for `size` (-1: none); the one after it
     // instead when the best is `last_resort` and there is another.
     int32_t TakeBestFit(int64_t size, int32_t last_resort);
@@ -157,6 +164,8 @@ class CachingAllocator {
     // by size was a lookup more per allocation and free.
     SortedSet<std::pair<int64_t, int32_t>, ByFirst> sizes_;
     std::vector<Bucket> buckets_;
+    // The size each slot's bucket holds; -1 for a spare slot.
+    std::vector<int64_t> slot_size_;
     // Slots of buckets_ no size holds, each keeping the capacity it had.
     std::vector<int32_t> spare_;
   };
