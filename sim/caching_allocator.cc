@@ -1,9 +1,7 @@
 #include "sim/caching_allocator.h"
 
 #include <algorithm>
-#include <functional>
 #include <iterator>
-#include <limits>
 #include <utility>
 
 #include "common/saturating.h"
