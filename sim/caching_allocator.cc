@@ -144,14 +144,14 @@ int32_t CachingAllocator::FreeSet::Insert(int64_t size, int64_t address,
   return slot;
 }
 
-void CachingAllocator::FreeSet::Erase(int64_t size, int64_t address, int32_t b,
+void CachingAllocator::FreeSet::Erase(int64_t address, int32_t b,
                                       int32_t slot) {
   Bucket& bucket = buckets_[slot];
   bucket.Erase({address, b});
   if (bucket.empty()) {
+    sizes_.Erase({slot_size_[slot], slot});
     slot_size_[slot] = -1;
     spare_.push_back(slot);
-    sizes_.Erase({size, slot});
   }
 }
 
@@ -190,7 +190,7 @@ void CachingAllocator::Insert(int32_t b) {
 
 void CachingAllocator::Erase(int32_t b) {
   const Block& block = blocks_[b];
-  free_[block.small].Erase(block.size, block.address, b, block.bucket);
+  free_[block.small].Erase(block.address, b, block.bucket);
 }
 
 int32_t CachingAllocator::TakeFree(bool small, int64_t size) {

@@ -151,7 +151,7 @@ class CachingAllocator {
     // holds blocks of `size`.
     int32_t Insert(int64_t size, int64_t address, int32_t b, int32_t hint);
     // REQUIRES: b is free in `slot`, as Insert returned.
-    void Erase(int64_t size, int64_t address, int32_t b, int32_t slot);
+    void Erase(int64_t address, int32_t b, int32_t slot);
     // Takes out the best fit for `size` (-1: none); the one after it
     // instead when the best is `last_resort` and there is another.
     int32_t TakeBestFit(int64_t size, int32_t last_resort);

@@ -250,7 +250,7 @@ TEST(CachingAllocatorTest, ExpandableSegmentsUseTheGrowableBlockLast) {
 // null when none fits.
 const Block* ExpectedFit(const std::vector<Block>& blocks, int64_t bytes) {
   const int64_t size = CachingAllocator::RoundSize(bytes);
-  const bool small = size <= 1 * MiB;
+  const bool small = size <= kSmallSize;
   const Block* best = nullptr;
   for (const Block& b : blocks) {
     if (b.allocated || b.small_pool != small || b.size < size) continue;

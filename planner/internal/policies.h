@@ -58,15 +58,7 @@ std::vector<const Candidate*> OrderCandidates(const StepAnalysis& a,
     KeyType key;
     int32_t index;  // in a.candidates
   };
-  const size_t n = static_cast<size_t>(
-      std::count_if(a.candidates.begin(), a.candidates.end(), keep));
-  // The result is made before the keys, so that the keys, freed first, leave
-  // no hole below it: on a large step a hole the later judgments cannot
-  // reuse raised the peak by its size.
-  std::vector<const Candidate*> out;
-  out.reserve(n);
   std::vector<Keyed> keyed;
-  keyed.reserve(n);
   for (size_t i = 0; i < a.candidates.size(); ++i) {
     const Candidate& c = a.candidates[i];
     if (keep(c)) keyed.push_back({key(c), static_cast<int32_t>(i)});
@@ -76,6 +68,8 @@ std::vector<const Candidate*> OrderCandidates(const StepAnalysis& a,
     if (less(y.key, x.key)) return false;
     return x.index < y.index;
   });
+  std::vector<const Candidate*> out;
+  out.reserve(keyed.size());
   for (const Keyed& k : keyed) out.push_back(&a.candidates[k.index]);
   return out;
 }
