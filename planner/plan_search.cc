@@ -15,6 +15,7 @@
 #include "common/stop.h"
 #include "planner/internal/judge_memo.h"
 #include "planner/internal/policies.h"
+#include "planner/internal/sample_in_force.h"
 #include "planner/internal/slack.h"
 #include "planner/internal/step_bound.h"
 #include "sim/schedule.h"
@@ -385,18 +386,20 @@ absl::StatusOr<std::optional<Judged>> FewestMovesThatBeat(
 
 namespace {
 
-// When each recomputed tensor of a replayed plan is without its device copy:
-// freed after its last forward reader ends, allocated again when the task
-// that rebuilds it starts. kNotYet where a tensor is not dropped.
+// When each recomputed tensor of a replayed plan is without its device copy,
+// as samples of its memory timeline: the sample in force when its last
+// forward reader ends and it is freed, and the last before the task that
+// rebuilds it starts. kNotYet where a tensor is not dropped.
 struct DroppedStretches {
-  static constexpr int64_t kNotYet = -1;
-  std::vector<int64_t> freed_at;
-  std::vector<int64_t> rebuilt_at;
+  static constexpr int32_t kNotYet = -1;
+  std::vector<int32_t> freed_at;
+  std::vector<int32_t> rebuilt_after;
 };
 
 absl::StatusOr<DroppedStretches> FindDroppedStretches(
     const PlanningContext& ctx, const Schedule& schedule,
-    const std::vector<TaskSpan>& task_spans) {
+    const std::vector<TaskSpan>& task_spans,
+    const std::vector<ActivationSample>& timeline) {
   const Graph& g = ctx.graph;
   StopPoller poller(ctx.should_stop);
   if (task_spans.size() != schedule.tasks.size()) {
@@ -406,18 +409,21 @@ absl::StatusOr<DroppedStretches> FindDroppedStretches(
   }
   DroppedStretches d;
   d.freed_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
-  d.rebuilt_at.assign(g.tensors.size(), DroppedStretches::kNotYet);
+  d.rebuilt_after.assign(g.tensors.size(), DroppedStretches::kNotYet);
+  // One each: task starts are in order, and so are task ends.
+  SampleInForce at_start(timeline);
+  SampleInForce at_end(timeline);
   for (int32_t k = 0; k < static_cast<int32_t>(schedule.tasks.size()); ++k) {
     if (poller.Stop()) return absl::CancelledError("planning stopped");
     for (int32_t t : schedule.allocs.Of(k)) {
       if (d.freed_at[t] != DroppedStretches::kNotYet &&
-          d.rebuilt_at[t] == DroppedStretches::kNotYet) {
-        d.rebuilt_at[t] = task_spans[k].start_ns;
+          d.rebuilt_after[t] == DroppedStretches::kNotYet) {
+        d.rebuilt_after[t] = at_start.At(task_spans[k].start_ns - 1);
       }
     }
     for (int32_t t : schedule.frees.Of(k)) {
       if (d.freed_at[t] == DroppedStretches::kNotYet) {
-        d.freed_at[t] = task_spans[k].end_ns;
+        d.freed_at[t] = at_end.At(task_spans[k].end_ns);
       }
     }
   }
@@ -432,13 +438,6 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
     const PlanningContext& ctx, const std::vector<ActivationSample>& timeline,
     const DroppedStretches& dropped, Plan& plan) {
   StopPoller poller(ctx.should_stop, 1024);
-  auto stretch_at = [&](int64_t t) {  // the sample in force at time t
-    auto it = std::upper_bound(
-        timeline.begin(), timeline.end(), t,
-        [](int64_t x, const ActivationSample& s) { return x < s.time_ns; });
-    return static_cast<int32_t>(
-        std::max<ptrdiff_t>(0, it - timeline.begin() - 1));
-  };
   // Each recomputed tensor's stretch of samples [first, last]. A tensor never
   // rebuilt (no backward reader ran after it was dropped) has none.
   struct Stretch {
@@ -449,46 +448,47 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
   std::vector<Stretch> stretches;
   for (const Candidate& c : ctx.analysis.candidates) {
     if (plan.decisions[c.tensor].action != Action::kRecompute) continue;
-    const int64_t freed = dropped.freed_at[c.tensor];
-    const int64_t rebuilt = dropped.rebuilt_at[c.tensor];
+    const int32_t freed = dropped.freed_at[c.tensor];
+    const int32_t rebuilt = dropped.rebuilt_after[c.tensor];
     if (freed == DroppedStretches::kNotYet ||
         rebuilt == DroppedStretches::kNotYet) {
       continue;
     }
-    stretches.push_back({&c, stretch_at(freed), stretch_at(rebuilt - 1)});
+    stretches.push_back({&c, freed, rebuilt});
   }
   std::stable_sort(stretches.begin(), stretches.end(),
                    [](const Stretch& x, const Stretch& y) {
                      return x.c->recompute_ns > y.c->recompute_ns;
                    });
-  // Only the stretches' ends matter: between two consecutive ends every
-  // sample gets the same charges, so one value (their least headroom)
+  // Only the stretches' ends matter: between two consecutive ends (cuts)
+  // every sample gets the same charges, so one value (their least headroom)
   // stands for them all, and the tree is as small as the stretches.
-  std::vector<int32_t> cuts = {0, static_cast<int32_t>(timeline.size())};
+  // segment_at[i] is the segment sample i is in, counting cuts as they come
+  // instead of sorting them and bisecting for each end.
+  const int32_t n = static_cast<int32_t>(timeline.size());
+  std::vector<int32_t> segment_at(static_cast<size_t>(n) + 1, 0);
+  segment_at[0] = 1;
+  segment_at[n] = 1;
   for (const Stretch& s : stretches) {
-    cuts.push_back(s.first);
-    cuts.push_back(s.last + 1);
+    segment_at[s.first] = 1;
+    segment_at[s.last + 1] = 1;
   }
-  std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  std::vector<int64_t> headroom(cuts.size() - 1,
-                                std::numeric_limits<int64_t>::max());
-  for (size_t j = 0; j + 1 < cuts.size(); ++j) {
-    for (int32_t i = cuts[j]; i < cuts[j + 1]; ++i) {
-      headroom[j] = std::min(headroom[j],
-                             ctx.budget_bytes - timeline[i].activation_bytes);
-    }
+  int32_t cuts = 0;
+  for (int32_t& at : segment_at) {
+    cuts += at;
+    at = cuts - 1;
   }
-  auto segment = [&](int32_t sample) {  // the segment that starts at a cut
-    return static_cast<int32_t>(
-        std::lower_bound(cuts.begin(), cuts.end(), sample) - cuts.begin());
-  };
+  std::vector<int64_t> headroom(cuts - 1, std::numeric_limits<int64_t>::max());
+  for (int32_t i = 0; i < n; ++i) {
+    int64_t& room = headroom[segment_at[i]];
+    room = std::min(room, ctx.budget_bytes - timeline[i].activation_bytes);
+  }
   MinTree room(headroom);
   bool changed = false;
   for (const Stretch& s : stretches) {
     if (poller.Stop()) return absl::CancelledError("planning stopped");
-    const int32_t lo = segment(s.first);
-    const int32_t hi = segment(s.last + 1) - 1;
+    const int32_t lo = segment_at[s.first];
+    const int32_t hi = segment_at[s.last + 1] - 1;
     if (room.Min(lo, hi) < s.c->bytes) continue;
     room.Add(lo, hi, -s.c->bytes);
     plan.decisions[s.c->tensor].action = Action::kKeep;
@@ -536,7 +536,8 @@ absl::StatusOr<Judged> KeepNeedlessRecomputes(const PlanningContext& ctx,
   {
     SLACKSWAP_ASSIGN_OR_RETURN(
         const DroppedStretches dropped,
-        FindDroppedStretches(ctx, *judged.schedule, trace->task_spans));
+        FindDroppedStretches(ctx, *judged.schedule, trace->task_spans,
+                             trace->timeline));
     SLACKSWAP_ASSIGN_OR_RETURN(
         changed, KeepWhatFitsTheHeadroom(ctx, trace->timeline, dropped, plan));
   }
