@@ -165,8 +165,8 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
   // allocated from its producer's start to its last use's end.
   std::vector<int64_t> change(num_ops + 1, 0);
   for (int32_t t : idx.saved) {
-    change[idx.producer[t]] += g.tensors[t].bytes;
-    change[idx.last_use[t] + 1] -= g.tensors[t].bytes;
+    change[idx.producer[t]] += idx.bytes[t];
+    change[idx.last_use[t] + 1] -= idx.bytes[t];
   }
   int64_t resident = 0, most = -1;
   for (int32_t o = 0; o < num_ops; ++o) {
@@ -203,7 +203,7 @@ absl::StatusOr<StepAnalysis> AnalyzeStep(const Graph& g, const Hardware& hw,
     }
     Candidate c;
     c.tensor = t;
-    c.bytes = g.tensors[t].bytes;
+    c.bytes = idx.bytes[t];
     c.producer = idx.producer[t];
     c.last_fwd_use = idx.last_fwd_use[t];
     c.first_bwd_use = idx.first_bwd_use[t];

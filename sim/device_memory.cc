@@ -31,8 +31,8 @@ DeviceTracker::DeviceTracker(const Graph& g, const Hardware& hw,
   // peak of a whole planning request on a 10^6-op graph.
   log_.reserve(expected_events);
   for (size_t t = 0; t < g.tensors.size(); ++t) {
-    if (g.index.producer[t] != kNone || g.tensors[t].bytes == 0) continue;
-    handles_[t] = allocator_.Allocate(g.tensors[t].bytes);
+    if (g.index.producer[t] != kNone || g.index.bytes[t] == 0) continue;
+    handles_[t] = allocator_.Allocate(g.index.bytes[t]);
     Peaks(0, 1);
   }
 }
