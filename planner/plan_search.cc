@@ -439,11 +439,16 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
     const DroppedStretches& dropped, Plan& plan) {
   StopPoller poller(ctx.should_stop, 1024);
   // Each recomputed tensor's stretch of samples [first, last]. A tensor never
-  // rebuilt (no backward reader ran after it was dropped) has none.
+  // rebuilt (no backward reader ran after it was dropped) has none. What the
+  // loop below reads of it is copied in here, in the candidates' order:
+  // that loop goes largest rebuild first, and read there each candidate and
+  // each end's segment would be a cache miss on a large graph.
   struct Stretch {
-    const Candidate* c;
-    int32_t first;
-    int32_t last;
+    int64_t recompute_ns;
+    int64_t bytes;
+    int32_t tensor;
+    int32_t first;  // then its first segment
+    int32_t last;   // then its last segment
   };
   std::vector<Stretch> stretches;
   for (const Candidate& c : ctx.analysis.candidates) {
@@ -454,12 +459,8 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
         rebuilt == DroppedStretches::kNotYet) {
       continue;
     }
-    stretches.push_back({&c, freed, rebuilt});
+    stretches.push_back({c.recompute_ns, c.bytes, c.tensor, freed, rebuilt});
   }
-  std::stable_sort(stretches.begin(), stretches.end(),
-                   [](const Stretch& x, const Stretch& y) {
-                     return x.c->recompute_ns > y.c->recompute_ns;
-                   });
   // Only the stretches' ends matter: between two consecutive ends (cuts)
   // every sample gets the same charges, so one value (their least headroom)
   // stands for them all, and the tree is as small as the stretches.
@@ -483,15 +484,22 @@ absl::StatusOr<bool> KeepWhatFitsTheHeadroom(
     int64_t& room = headroom[segment_at[i]];
     room = std::min(room, ctx.budget_bytes - timeline[i].activation_bytes);
   }
+  for (Stretch& s : stretches) {
+    s.last = segment_at[s.last + 1] - 1;
+    s.first = segment_at[s.first];
+  }
+  segment_at = {};
+  std::stable_sort(stretches.begin(), stretches.end(),
+                   [](const Stretch& x, const Stretch& y) {
+                     return x.recompute_ns > y.recompute_ns;
+                   });
   MinTree room(headroom);
   bool changed = false;
   for (const Stretch& s : stretches) {
     if (poller.Stop()) return absl::CancelledError("planning stopped");
-    const int32_t lo = segment_at[s.first];
-    const int32_t hi = segment_at[s.last + 1] - 1;
-    if (room.Min(lo, hi) < s.c->bytes) continue;
-    room.Add(lo, hi, -s.c->bytes);
-    plan.decisions[s.c->tensor].action = Action::kKeep;
+    if (room.Min(s.first, s.last) < s.bytes) continue;
+    room.Add(s.first, s.last, -s.bytes);
+    plan.decisions[s.tensor].action = Action::kKeep;
     changed = true;
   }
   return changed;
