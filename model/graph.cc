@@ -175,6 +175,7 @@ class Indexer {
     std::vector<int32_t> consumer_count(num_tensors_, 0);
     SLACKSWAP_RETURN_IF_ERROR(IndexUses(consumer_count));
     SLACKSWAP_RETURN_IF_ERROR(IndexConsumers(consumer_count));
+    SLACKSWAP_RETURN_IF_ERROR(IndexOpTensors());
     return IndexSaved();
   }
 
@@ -419,6 +420,38 @@ class Indexer {
     return absl::OkStatus();
   }
 
+  absl::Status IndexOpTensors() {
+    int64_t total = 0;
+    for (const Op& op : g_.ops) {
+      total += static_cast<int64_t>(op.inputs.size() + op.outputs.size());
+    }
+    // The offsets are int32, as tensor ids are.
+    if (total > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph ", QuoteInput(g_.name), " lists ", total,
+                       " op inputs and outputs; at most ",
+                       std::numeric_limits<int32_t>::max(), " are planned"));
+    }
+    idx_.op_tensor_offsets.reserve(2 * static_cast<size_t>(num_ops_) + 1);
+    idx_.op_tensors.reserve(static_cast<size_t>(total));
+    idx_.workspace_bytes.resize(num_ops_);
+    idx_.op_tensor_offsets.push_back(0);
+    for (int32_t o = 0; o < num_ops_; ++o) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
+      const Op& op = g_.ops[o];
+      idx_.op_tensors.insert(idx_.op_tensors.end(), op.inputs.begin(),
+                             op.inputs.end());
+      idx_.op_tensor_offsets.push_back(
+          static_cast<int32_t>(idx_.op_tensors.size()));
+      idx_.op_tensors.insert(idx_.op_tensors.end(), op.outputs.begin(),
+                             op.outputs.end());
+      idx_.op_tensor_offsets.push_back(
+          static_cast<int32_t>(idx_.op_tensors.size()));
+      idx_.workspace_bytes[o] = op.workspace_bytes;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status IndexSaved() {
     idx_.bytes.resize(num_tensors_);
     idx_.has_recipe.assign(num_tensors_, false);
@@ -591,7 +624,8 @@ int64_t ApproxHeldBytes(const Graph& g) {
   const GraphIndex& x = g.index;
   for (const std::vector<int32_t>* v :
        {&x.producer, &x.last_fwd_use, &x.first_bwd_use, &x.last_use, &x.saved,
-        &x.consumer_offsets, &x.consumers}) {
+        &x.consumer_offsets, &x.consumers, &x.op_tensor_offsets,
+        &x.op_tensors}) {
     bytes += CapacityBytes(*v);
   }
   for (const std::vector<uint8_t>* v :
@@ -599,7 +633,7 @@ int64_t ApproxHeldBytes(const Graph& g) {
         &x.reads_collective_output}) {
     bytes += CapacityBytes(*v);
   }
-  return bytes + CapacityBytes(x.bytes);
+  return bytes + CapacityBytes(x.bytes) + CapacityBytes(x.workspace_bytes);
 }
 
 }  // namespace slackswap

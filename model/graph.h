@@ -22,6 +22,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "common/boxed.h"
 #include "common/stop.h"
 #include "common/text.h"
@@ -189,7 +190,7 @@ struct GraphIndex {
   std::vector<int32_t> consumers;
   int32_t first_backward_op = kNone;
   // Packed per tensor, for the loops that every judged plan runs (the
-  // lowering, the simulator): a Tensor is 80 bytes and an Op 128, so reading
+  // lowering, the simulator): a Tensor is 80 bytes and an Op 152, so reading
   // these from them misses the cache on large graphs. Its bytes; whether it
   // has a rebuild recipe; whether a collective writes it.
   std::vector<int64_t> bytes;
@@ -199,6 +200,25 @@ struct GraphIndex {
   // simulator then checks, before it runs the op, that the collective has
   // completed; the ops of a step without collectives never wait).
   std::vector<uint8_t> reads_collective_output;
+  // Per op, packed for the lowering, which reads every op's inputs,
+  // outputs and workspace once per judged plan: it read them from the Ops,
+  // 152 bytes each, a stream of cache misses on large graphs; these are
+  // about 30 bytes per op. Op o's inputs are op_tensors[op_tensor_offsets[2o]
+  // .. op_tensor_offsets[2o+1]) and its outputs [op_tensor_offsets[2o+1] ..
+  // op_tensor_offsets[2o+2]), in the Op's order.
+  std::vector<int32_t> op_tensor_offsets;
+  std::vector<int32_t> op_tensors;
+  std::vector<int64_t> workspace_bytes;
+  absl::Span<const int32_t> InputsOf(int32_t o) const {
+    return absl::MakeConstSpan(
+        op_tensors.data() + op_tensor_offsets[2 * o],
+        op_tensors.data() + op_tensor_offsets[2 * o + 1]);
+  }
+  absl::Span<const int32_t> OutputsOf(int32_t o) const {
+    return absl::MakeConstSpan(
+        op_tensors.data() + op_tensor_offsets[2 * o + 1],
+        op_tensors.data() + op_tensor_offsets[2 * o + 2]);
+  }
   // Ops that run a collective.
   int32_t collective_ops = 0;
   // Sum of saved activation bytes: the activation peak with no plan.

@@ -84,6 +84,45 @@ TEST(IndexGraphTest, MarksTheOpsThatReadACollectivesOutput) {
   EXPECT_THAT(g.index.reads_collective_output, ElementsAre(0, 0, 0, 1, 0));
 }
 
+// The index's copy of each op's inputs, outputs and workspace, which the
+// lowering reads instead of the Op: on a built step, and on a graph whose
+// ops read nothing, read more inputs than an op holds inline, read one
+// tensor twice and make several outputs.
+TEST(IndexGraphTest, CopiesEachOpsListsAndWorkspace) {
+  const auto expect_copies = [](const Graph& g) {
+    ASSERT_EQ(g.index.workspace_bytes.size(), g.ops.size());
+    for (int32_t o = 0; o < static_cast<int32_t>(g.ops.size()); ++o) {
+      SCOPED_TRACE(g.OpLabel(o));
+      EXPECT_THAT(g.index.InputsOf(o),
+                  ::testing::ElementsAreArray(g.ops[o].inputs));
+      EXPECT_THAT(g.index.OutputsOf(o),
+                  ::testing::ElementsAreArray(g.ops[o].outputs));
+      EXPECT_EQ(g.index.workspace_bytes[o], g.ops[o].workspace_bytes);
+    }
+  };
+  absl::StatusOr<Graph> built = BuildWorkload("gpt2-xl", {.layers = 2});
+  ASSERT_TRUE(built.ok()) << built.status();
+  expect_copies(*built);
+
+  Graph g;
+  g.name = "wide";
+  std::vector<int32_t> made;
+  for (int i = 0; i < 7; ++i) {
+    made.push_back(g.AddTensor({.name = "t", .bytes = 8}));
+  }
+  g.AddOp(MakeOp("make", Phase::kForward, {}, made));
+  std::vector<int32_t> reads = made;
+  reads.push_back(made[0]);
+  g.AddOp(MakeOp("read", Phase::kBackward, reads, {}));
+  g.ops[0].workspace_bytes = 3;
+  g.ops[1].workspace_bytes = 5;
+  ASSERT_TRUE(IndexGraph(g).ok());
+  expect_copies(g);
+  EXPECT_EQ(g.index.InputsOf(1).size(), 8u);
+  EXPECT_TRUE(g.index.InputsOf(0).empty());
+  EXPECT_TRUE(g.index.OutputsOf(1).empty());
+}
+
 TEST(IndexGraphTest, RejectsEmptyGraphs) {
   Graph g;
   g.name = "nothing";

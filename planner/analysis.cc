@@ -62,10 +62,9 @@ bool NeedsRebuild(const Graph& g, const Plan& plan, int32_t t) {
   return true;  // an unsaved forward tensor is freed after forward
 }
 
-const TensorIds& RebuildInputs(const Graph& g, int32_t t) {
-  const Tensor& tensor = g.tensors[t];
-  if (tensor.rebuild.has_value()) return tensor.rebuild->inputs;
-  return g.ops[g.index.producer[t]].inputs;
+absl::Span<const int32_t> RebuildInputs(const Graph& g, int32_t t) {
+  if (g.index.has_recipe[t]) return g.tensors[t].rebuild->inputs;
+  return g.index.InputsOf(g.index.producer[t]);
 }
 
 int64_t RecomputeCostNs(const Graph& g, const OpDurations& d, const Plan& plan,

@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "model/cost_model.h"
 #include "model/graph.h"
 #include "model/hardware.h"
@@ -91,7 +92,7 @@ bool NeedsRebuild(const Graph& g, const Plan& plan, int32_t t);
 
 // What rebuilding t reads: its Rebuild recipe's inputs, or its producer's.
 // REQUIRES: t is produced by an op.
-const TensorIds& RebuildInputs(const Graph& g, int32_t t);
+absl::Span<const int32_t> RebuildInputs(const Graph& g, int32_t t);
 
 // Compute time to rebuild tensor t under `plan`: its producer (or Rebuild
 // recipe) plus, down the chain, every input that is not resident then

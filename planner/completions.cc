@@ -63,7 +63,7 @@ std::vector<Move> WithFreeSiblings(const Graph& g,
     placed[m.tensor] = 1;
     out.push_back(m);
     if (g.index.has_recipe[m.tensor]) continue;
-    for (int32_t sibling : g.ops[g.index.producer[m.tensor]].outputs) {
+    for (int32_t sibling : g.index.OutputsOf(g.index.producer[m.tensor])) {
       if (listed[sibling] && !placed[sibling]) {
         placed[sibling] = 1;
         out.push_back({sibling, m.action});

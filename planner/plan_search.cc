@@ -637,7 +637,7 @@ absl::StatusOr<std::vector<std::pair<int64_t, int32_t>>> LatePrefetches(
     const int64_t waited = e.start_ns - compute_free;
     compute_free = e.end_ns;
     if (e.type != EventType::kOp || waited <= 0) continue;
-    for (int32_t in : ctx.graph.ops[e.index].inputs) {
+    for (int32_t in : ctx.graph.index.InputsOf(e.index)) {
       auto it = arrival.find(in);
       if (it != arrival.end() && it->second == e.start_ns) {
         late.push_back({waited, in});

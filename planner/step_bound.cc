@@ -62,8 +62,8 @@ std::vector<bool> SwapsJudgingMayConvert(const Graph& g, const Plan& plan,
   const GraphIndex& idx = g.index;
   std::vector<bool> may_convert(idx.bytes.size(), false);
   std::vector<bool> walked(idx.bytes.size(), false);
-  std::vector<int32_t> stack(g.ops[first_backward_op].inputs.begin(),
-                             g.ops[first_backward_op].inputs.end());
+  const absl::Span<const int32_t> first = idx.InputsOf(first_backward_op);
+  std::vector<int32_t> stack(first.begin(), first.end());
   while (!stack.empty()) {
     const int32_t t = stack.back();
     stack.pop_back();
@@ -74,8 +74,9 @@ std::vector<bool> SwapsJudgingMayConvert(const Graph& g, const Plan& plan,
     const Action action = plan.decisions[t].action;
     if (idx.is_saved[t] && action == Action::kKeep) continue;
     if (idx.is_saved[t] && action == Action::kSwap) may_convert[t] = true;
-    const TensorIds& reads =
-        idx.has_recipe[t] ? g.tensors[t].rebuild->inputs : g.ops[p].inputs;
+    const absl::Span<const int32_t> reads =
+        idx.has_recipe[t] ? absl::MakeConstSpan(g.tensors[t].rebuild->inputs)
+                          : idx.InputsOf(p);
     stack.insert(stack.end(), reads.begin(), reads.end());
   }
   return may_convert;
@@ -318,7 +319,7 @@ int64_t LeastSwapOutWaitNs(const PlanningContext& ctx, const Plan& plan) {
   int64_t clock = 0;
   int64_t shared_clock = 0;  // the later rank's, on the most shared link
   for (int32_t o = 0; o < forward_ops; ++o) {
-    for (int32_t t : g.ops[o].outputs) {
+    for (int32_t t : idx.OutputsOf(o)) {
       if (!copied(t)) continue;
       clock = SaturatingAdd(std::max(clock, a.op_end_ns[o]),
                             LeastSwapOutNs(gpu, idx.bytes[t]));
@@ -379,7 +380,7 @@ int64_t LeastComputeNs(const PlanningContext& ctx, const Plan& plan) {
   // saved) must be restored too, at least once in the step.
   std::vector<bool> counted;  // those inputs, each restored once
   for (int32_t p; restores.NextRerun(p);) {
-    for (int32_t in : g.ops[p].inputs) {
+    for (int32_t in : idx.InputsOf(p)) {
       if (idx.producer[in] == kNone || idx.is_saved[in]) continue;
       if (counted.empty()) counted.assign(idx.bytes.size(), false);
       if (counted[in]) continue;

@@ -364,9 +364,10 @@ int32_t RankRun::PendingCollectiveInput() const {
   if (task.rebuild_of == kNone && !g_.index.reads_collective_output[task.op]) {
     return kNone;
   }
-  const TensorIds& inputs = task.rebuild_of != kNone
-                                ? g_.tensors[task.rebuild_of].rebuild->inputs
-                                : g_.ops[task.op].inputs;
+  const absl::Span<const int32_t> inputs =
+      task.rebuild_of != kNone
+          ? absl::MakeConstSpan(g_.tensors[task.rebuild_of].rebuild->inputs)
+          : g_.index.InputsOf(task.op);
   while (pending_seen_ < inputs.size() &&
          !comm_pending_[inputs[pending_seen_]]) {
     ++pending_seen_;

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/stop.h"
@@ -205,7 +206,7 @@ class Lowerer {
   // which waits for the inputs still on the host; returns its id. A rebuild
   // reads inputs that may be dropped too (a chain, as long as the graph):
   // walked with an explicit stack, never by recursion.
-  absl::StatusOr<int32_t> EmitReading(const TensorIds& inputs,
+  absl::StatusOr<int32_t> EmitReading(absl::Span<const int32_t> inputs,
                                       const Task& task) {
     // A member, so that its capacity is reused from op to op.
     restored_.clear();
@@ -213,15 +214,15 @@ class Lowerer {
     if (std::none_of(inputs.begin(), inputs.end(), [&](int32_t in) {
           return where_[in] == Where::kDropped;
         })) {
-      return Emit(Reading{&inputs, task});
+      return Emit(Reading{inputs, task});
     }
     std::vector<Reading>& stack = reading_stack_;
     stack.clear();
-    stack.push_back(Reading{&inputs, task});
+    stack.push_back(Reading{inputs, task});
     while (true) {
       Reading& top = stack.back();
-      if (top.next < top.inputs->size()) {
-        const int32_t in = (*top.inputs)[top.next++];
+      if (top.next < top.inputs.size()) {
+        const int32_t in = top.inputs[top.next++];
         // Only a recipe can read a tensor made later (model/graph.cc,
         // CheckRebuildOrder): run before it exists, the rebuild would read
         // memory nothing holds.
@@ -250,7 +251,7 @@ class Lowerer {
   // One task being lowered: it reads `inputs` (made resident first, in
   // order) and, for a rebuild, restores `restored`.
   struct Reading {
-    const TensorIds* inputs;
+    absl::Span<const int32_t> inputs;
     Task task;
     size_t next = 0;
     // What it restores: restored_[restored_begin, restored_end). The
@@ -286,14 +287,14 @@ class Lowerer {
     if (idx_.has_recipe[t]) {
       r.task.rebuild_of = t;
       r.task.duration_ns = d_.rebuild_ns[t];
-      r.inputs = &g_.tensors[t].rebuild->inputs;
+      r.inputs = absl::MakeConstSpan(g_.tensors[t].rebuild->inputs);
       r.restored_end = restored_.size();
       return r;
     }
     r.task.duration_ns = d_.op_ns[p];
-    r.task.workspace_bytes = g_.ops[p].workspace_bytes;
-    r.inputs = &g_.ops[p].inputs;
-    for (int32_t sibling : g_.ops[p].outputs) {
+    r.task.workspace_bytes = idx_.workspace_bytes[p];
+    r.inputs = idx_.InputsOf(p);
+    for (int32_t sibling : idx_.OutputsOf(p)) {
       if (sibling != t && where_[sibling] == Where::kDropped &&
           idx_.is_saved[sibling] && ActionOf(sibling) == Action::kRecompute &&
           idx_.last_use[sibling] >= current_op_) {
@@ -308,7 +309,7 @@ class Lowerer {
   // and what it restores.
   int32_t Emit(const Reading& r) {
     const int32_t id = NewTask(r.task);
-    for (int32_t in : *r.inputs) {
+    for (int32_t in : r.inputs) {
       if (where_[in] == Where::kOnHost) {
         lists_.Add(InOrderLists::kWaits, in);
         if (out_.first_need[in] == kNone) out_.first_need[in] = id;
@@ -354,19 +355,23 @@ class Lowerer {
     return absl::OkStatus();
   }
 
-  absl::Status LowerOp(int32_t o) {
+  // Inlined into Run with FlushFrees, as the compiler chose while the
+  // inputs came from the Op: with the spans it stopped, and the reference
+  // workloads' lowering cost 1.05x-1.08x of before, against 1.03x-1.06x
+  // inlined (docs/PERFORMANCE.md, "Each op's lists packed in the index").
+  ABSL_ATTRIBUTE_ALWAYS_INLINE absl::Status LowerOp(int32_t o) {
     SLACKSWAP_RETURN_IF_ERROR(Poll());
-    const Op& op = g_.ops[o];
+    const absl::Span<const int32_t> inputs = idx_.InputsOf(o);
     current_op_ = o;
     Task task;
     task.op = o;
     task.duration_ns = d_.op_ns[o];
-    task.workspace_bytes = op.workspace_bytes;
+    task.workspace_bytes = idx_.workspace_bytes[o];
     const int32_t group_begin = static_cast<int32_t>(out_.tasks.size());
-    SLACKSWAP_ASSIGN_OR_RETURN(const int32_t id, EmitReading(op.inputs, task));
+    SLACKSWAP_ASSIGN_OR_RETURN(const int32_t id, EmitReading(inputs, task));
     out_.task_of_op[o] = id;
 
-    for (int32_t in : op.inputs) {
+    for (int32_t in : inputs) {
       // An input listed twice is released once.
       if (last_reader_op_[in] == o) continue;
       last_reader_op_[in] = o;
@@ -378,7 +383,7 @@ class Lowerer {
         ReleaseAfterForward(id, in);
       }
     }
-    for (int32_t out : op.outputs) {
+    for (int32_t out : idx_.OutputsOf(o)) {
       lists_.Add(InOrderLists::kAllocs, out);
       where_[out] = Where::kLive;
       if (idx_.is_saved[out] && ActionOf(out) == Action::kSwap) {
@@ -408,7 +413,7 @@ class Lowerer {
   // is freed by its last reader, found only once the op's tasks are all
   // made. They all belong to the tasks made for one op, [group_begin, end):
   // each of those gets its frees in the order they were recorded.
-  void FlushFrees(int32_t group_begin) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void FlushFrees(int32_t group_begin) {
     auto by_task = [](const TaskItem& x, const TaskItem& y) {
       return x.first < y.first;
     };

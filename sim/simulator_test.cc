@@ -594,6 +594,7 @@ TEST(SimulatorTest, TaskSpansAndActivationTimelineCutDownTheFullRecords) {
     for (size_t o = 0; o < g.ops.size(); o += 3) {
       g.ops[o].workspace_bytes = 1 << 20;
     }
+    ASSERT_TRUE(IndexGraph(g).ok());
     Plan plan = Plan::KeepAll(g);
     int transient_only_points = 0;
     for (size_t i = 0; i < g.index.saved.size(); ++i) {
