@@ -423,6 +423,7 @@ class Indexer {
   absl::Status IndexOpTensors() {
     int64_t total = 0;
     for (const Op& op : g_.ops) {
+      SLACKSWAP_RETURN_IF_ERROR(Poll());
       total += static_cast<int64_t>(op.inputs.size() + op.outputs.size());
     }
     // The offsets are int32, as tensor ids are.
