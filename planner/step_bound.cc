@@ -8,6 +8,7 @@
 #include "absl/numeric/int128.h"
 #include "common/saturating.h"
 #include "model/node.h"
+#include "planner/analysis.h"
 
 namespace slackswap {
 namespace {
@@ -74,9 +75,7 @@ std::vector<bool> SwapsJudgingMayConvert(const Graph& g, const Plan& plan,
     const Action action = plan.decisions[t].action;
     if (idx.is_saved[t] && action == Action::kKeep) continue;
     if (idx.is_saved[t] && action == Action::kSwap) may_convert[t] = true;
-    const absl::Span<const int32_t> reads =
-        idx.has_recipe[t] ? absl::MakeConstSpan(g.tensors[t].rebuild->inputs)
-                          : idx.InputsOf(p);
+    const absl::Span<const int32_t> reads = RebuildInputs(g, t);
     stack.insert(stack.end(), reads.begin(), reads.end());
   }
   return may_convert;
